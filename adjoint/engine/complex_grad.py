@@ -24,6 +24,7 @@ from fractions import Fraction
 from adjoint.format.errors import ProblemError
 from adjoint.format.gaussian import Gaussian
 from adjoint.engine.torch_errors import TorchError
+from adjoint.engine import float32_tensors
 
 COMPLEX_DTYPES = ("complex64", "complex128")
 _REAL_OF = {"complex64": "float32", "complex128": "float64"}
@@ -180,8 +181,8 @@ def result_dtype(op, ts, default: str, params=None) -> str | None:
         # the real view of a complex64 tensor in a float64 file (or the reverse): a float dtype
         # not the file's own, promoted as torch.result_type does
         floats = {t.dtype for t in operands if t.dtype in ("float32", "float64")}
-        if floats and floats != {default}:
-            return "float64" if "float64" in floats else "float32"
+        if floats and floats != {default}:   # at::result_type: operands with dims before 0-d ones
+            return float32_tensors.promoted(operands)
         return None
     if op.name in _TO_REAL:
         return _REAL_OF[operands[0].dtype]

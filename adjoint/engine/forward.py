@@ -237,7 +237,7 @@ class _Pass:
         finally:
             saved_hooks.leave(self.rt, whole)
         self.m.reg.forward_ends(self.names)
-        values = {name: recorded(t) for name, t in self.names.items() if isinstance(t, Tensor)}
+        values = {name: recorded(t, self.rt.dtype) for name, t in self.names.items() if isinstance(t, Tensor)}
         meta = {name: (t.needs_grad, grad_fn_name(t)) for name, t in self.names.items() if isinstance(t, Tensor)}
         return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
                              range(self.apps_start, len(self.rt.applications)), range(self.log_start, len(self.rt.log)),

@@ -28,7 +28,7 @@ from adjoint.engine.inference import check_save
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, refresh, stale, view_value
 from adjoint.values.numbers.sizes import check_work
-from adjoint.engine import complex_grad
+from adjoint.engine import complex_grad, float32_tensors
 from adjoint.engine.pyfloat import PyFloat
 
 
@@ -287,7 +287,9 @@ class Runtime:
             check_float32_scalar(op, ins, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         for t in ts:   # a float64 copy a hook body made (x.double()) of a float32 problem's tensor
-            if t is not None and t.dtype in ("float32", "float64") and t.dtype != self.dtype:
+            if float32_tensors.lower(self, t):   # PyTorch's default dtype in a float64 problem
+                float32_tensors.check_operand(self, op, t, loc)
+            elif t is not None and t.dtype in ("float32", "float64") and t.dtype != self.dtype:
                 raise ProblemError(loc, f"{op.name} of a {t.dtype} tensor in a {self.dtype} problem: ops across "
                                         "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
                                         "refuses it, 'has changed the type of value')")
@@ -369,6 +371,8 @@ class Runtime:
             dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or complex_dtype or promoted or \
                 (ts[0].dtype if ts else None)
             grad = node is not None and k < n_diff
+            if dtype == "float32" and self.dtype == "float64":
+                float32_tensors.check_result(self, op, v, ins, grad, loc)
             t = self.tensor(v, grad, node if grad else None, k if grad else 0, dtype=dtype)
             t.version.value = op.result_version
             if op.view:
@@ -418,26 +422,25 @@ class Runtime:
         an int64 or bool tensor combined with a tensor of the problem's float dtype gives that
         float dtype (``x * (x > 0)``). Without a float tensor, a Python float operand (``i * 0.5``,
         ``mask * 1.0``, ``1.0 - i``, ``i ** 0.5``) or true division (``i / 2``) gives PyTorch's
-        default dtype, float32: the problem's in a float32 file, refused in a float64 one (a
-        float32 tensor there is not modelled). Other integer and bool arithmetic alone (with
+        default dtype, float32: the problem's in a float32 file, in a float64 one a float32 tensor
+        (:mod:`adjoint.engine.float32_tensors`, which also promotes float32 tensors beside the
+        problem's float64 ones). Other integer and bool arithmetic alone (with
         Python ints only) is refused: its integer result types are not modelled. A
         non-differentiable operand (``where``'s condition) takes no part."""
         operands = [t for t, d in zip(ts, diff) if d and t is not None]
         tensors = [t for t in operands if not t.wrapped]
+        if self.dtype == "float64" and any(t.dtype == "float32" for t in tensors):
+            return float32_tensors.promoted(tensors)
         if any(t.dtype == self.dtype for t in tensors) or all(t.dtype == self.dtype for t in operands):
             return self.dtype
         kinds = sorted({t.dtype for t in tensors})
         floating = any(t.float_number for t in operands) or isinstance(params, PyFloat) or op.name == "div"
-        if floating and self.dtype == "float32":
+        if floating:   # PyTorch's default dtype, float32 (in a float64 problem: adjoint.engine.float32_tensors)
             for t in tensors:   # each int64 operand is cast to float32 first
                 if t.dtype == "int64" and not ints_held_exactly(self.B, t.value, "float32"):
                     raise ProblemError(loc, f"{op.name} of an int64 tensor with a Python float is modelled for "
                                             "integers a float32 holds exactly (|v| <= 2**24) only")
             return "float32"
-        if floating:
-            raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with a Python float (or a true "
-                                    "division) gives PyTorch's default dtype, float32, which a float64 problem does "
-                                    "not model; convert the tensor first (i.double() * 0.5)")
         raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with no {self.dtype} tensor among its "
                                 "operands: integer and bool arithmetic is not modelled; combine them with a float "
                                 "tensor (x * (x > 0)) or use where(cond, x, 0)")

@@ -68,7 +68,7 @@ def _dtype(rt, a, loc: Loc, what: str, inferred: str) -> str:
     dtype = dtype_of(a["dtype"], loc, f"torch.{what}") if a["dtype"] is not None else inferred
     if dtype not in _FLOATS + ("int64", "bool"):
         raise ProblemError(loc, f"torch.{what}() of dtype {dtype} is not modelled yet")
-    if dtype in _FLOATS and dtype != rt.dtype and rt.grad_enabled:
+    if dtype in _FLOATS and dtype != rt.dtype and rt.grad_enabled and rt.dtype != "float64":
         # with grad mode off (a hook body, no_grad) it is made, as x.double() is there: a hook returning
         # it is PyTorch's "has changed the type of value", an op mixing it with the run's dtype is refused
         given = "dtype=" if a["dtype"] is not None else "PyTorch's default dtype, without dtype="

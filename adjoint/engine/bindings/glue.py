@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from adjoint.engine.return_types import TorchSize
+from adjoint.values.numbers.float_held import float_holds
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import ints_held_exactly
@@ -177,6 +178,11 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
         # no node records it (a hook body runs with grad mode off): the same values, exactly, as
         # float64 -- what a hook returning it is refused for ("has changed the type of value")
         return rt.tensor(x.value, dtype=target)
+    if x.dtype in _FLOATS and target in _FLOATS and rt.dtype == "float64" and not x.needs_grad and \
+            is_contiguous(x.shape, x.strides) and (target == "float64" or rt.B.float_held(x.value, target)):
+        # a float32 constant of a float64 problem (adjoint.engine.float32_tensors) and back: no node (nothing
+        # requires grad), the same numbers; a float64 tensor's values as float32 only where float32 holds them
+        return rt.tensor(rt.B.add(x.value, rt.B.zeros(x.shape)), dtype=target)
     if x.dtype in _FLOATS and target in _FLOATS:
         raise ProblemError(loc, f"{what} of a {x.dtype} tensor to {target} (ToCopyBackward0 across float dtypes, "
                                 "tensors of two float dtypes in one problem) is not modelled yet"
@@ -301,14 +307,7 @@ def exact_in(value: Fraction, dtype: str) -> bool:
         return value in (0, 1)
     if dtype == "int64":
         return value.denominator == 1
-    num, den = abs(value.numerator), value.denominator
-    if den & (den - 1):
-        return False
-    if num == 0:
-        return True
-    zeros = (num & -num).bit_length() - 1
-    bits, low, high = (24, -149, 128) if dtype == "float32" else (53, -1074, 1024)
-    return (num >> zeros).bit_length() <= bits and zeros - (den.bit_length() - 1) >= low and abs(value) < 2 ** high
+    return float_holds(value, dtype)
 
 
 def _new(fill):

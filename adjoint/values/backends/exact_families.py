@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import flint
 import numpy as np
+from adjoint.values.numbers.float_held import float_holds
 from adjoint.values.numbers.sizes import broadcast_arrays
 
 from adjoint.values import exact as E
@@ -80,6 +81,11 @@ class ExactLosses:
     def ints(self, x) -> list[int]:
         """The elements of an integer tensor (class indices) as Python ints, in order."""
         return [int(E.q(e).p) for e in x.flat()]
+
+    def float_held(self, x, dtype: str) -> bool:
+        """Every element is a rational number the float ``dtype`` holds exactly (no closed form,
+        no certified irrational, no infinity: those are taken as not held)."""
+        return all(type(e) is E.fmpq and float_holds(e, dtype) for e in x.flat())
 
     def integers(self, values, shape):
         """A tensor of the given integers (an index tensor's contents, a 0/1 mask)."""

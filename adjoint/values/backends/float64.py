@@ -484,6 +484,15 @@ class Float64Backend(NoExactChecks, Composed):
     def ints(self, x) -> list[int]:
         return [int(v) for v in x.a.reshape(-1)]
 
+    def float_held(self, x, dtype: str) -> bool:
+        """Every double is one of ``dtype`` too (float32: the same after a round trip; nan and
+        the infinities are held)."""
+        if dtype == "float64":
+            return True
+        with np.errstate(all="ignore"):
+            back = x.a.astype(np.dtype(dtype)).astype(np.float64)
+        return bool(np.all((back == x.a) | np.isnan(x.a)))
+
     def integers(self, values, shape):
         return _v(np.array([int(v) for v in values], dtype=np.float64).reshape(tuple(shape)))
 

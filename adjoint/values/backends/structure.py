@@ -216,6 +216,10 @@ class StructureBackend(NoExactChecks, Composed):
 
     clamped_log = erf = clamp
 
+    def float_held(self, x, dtype: str) -> bool:
+        """Shapes only: a rounding changes no shape, node or hook call, so every value is taken as held."""
+        return True
+
     def ints(self, x) -> list[int]:
         """An integer tensor's values: those the file gave, else zeros (a valid index anywhere)."""
         return [int(v) for v in self.as_indices(x).reshape(-1)]
