@@ -157,8 +157,11 @@ def type_name(value, e: S.Expr, names: dict | None = None) -> str | None:
     if isinstance(value, tuple):   # a tuple, a list, a torch.return_types value
         name = sequence_name(value)
         if isinstance(e, (S.Tup, S.ListLit)) and len(e.items) == len(value):   # a literal: its numbers' types too
+            # (a nested literal's own SequenceType, a bool's "bool": what torch.tensor's dtype inference reads)
             return SequenceType(name, tuple(number_type(x, names) if isinstance(v, Fraction) and not isinstance(v, bool)
-                                            else None for v, x in zip(value, e.items)))
+                                            else "bool" if isinstance(v, bool)
+                                            else type_name(v, x, names) if isinstance(v, tuple) else None
+                                            for v, x in zip(value, e.items)))
         return name
     if isinstance(value, PyFloat) or getattr(value, "printed_number", False):
         return "float"   # x.item() of a float tensor (an irrational one too), and what is computed from it

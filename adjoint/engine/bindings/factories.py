@@ -30,6 +30,8 @@ from adjoint.format.problem import Infinite, Literal
 from adjoint.engine.bindings.glue import Device, checked_size, constant, dtype_of, exact_in
 from adjoint.engine.ops.masking import infinity
 from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.graph import Tensor
+from adjoint.engine.pyfloat import PyFloat
 from adjoint.engine.torch_errors import TorchError
 
 _FLOATS = ("float32", "float64")
@@ -50,9 +52,9 @@ def _refuse_extras(a, loc: Loc, what: str) -> None:
                                 "forward; declare the tensor under inputs: with requires_grad: true")
     if a["requires_grad"] is not False:
         raise ProblemError(loc, f"torch.{what}(): requires_grad must be True or False")
-    if a["out"] is not None:
+    if "out" in a and a["out"] is not None:
         raise ProblemError(loc, f"torch.{what}(..., out=...) is not modelled; leave out out=")
-    if a["layout"] is not None:
+    if "layout" in a and a["layout"] is not None:
         raise ProblemError(loc, f"torch.{what}(..., layout=...) is not modelled; leave it out (torch.strided)")
     if a["pin_memory"] not in (False, None):
         raise ProblemError(loc, f"torch.{what}(..., pin_memory=True) is not modelled; leave it out")
@@ -202,7 +204,79 @@ def lower_square_subsequent_mask(rt, a, loc: Loc):
     return _constant(rt, (n, n), items, dtype, loc)
 
 
+# ----------------------------------------------------------------------------- torch.tensor(data)
+
+def lower_tensor(rt, a, loc: Loc):
+    """``torch.tensor(data)`` of a number or a nested list / tuple of numbers written in the file:
+    a new leaf that needs no grad, no node, contiguous. Its dtype, without ``dtype=``, is
+    PyTorch's inference from the Python types: a float anywhere makes the default dtype
+    (float32), else an int int64, else bools bool; an empty list is float32. A ragged list is
+    PyTorch's ValueError ("expected sequence of length 2 at dim 1 (got 3)"). Refused: a tensor in
+    ``data`` (PyTorch copies it, with a warning), a number whose Python type the expression does
+    not tell, and a value the dtype does not hold exactly."""
+    _refuse_extras(a, loc, "tensor")
+    data, kind = a["data"], a.type_of("data")
+    items, shape, types = [], [], []
+
+    def walk(v, k, depth: int):
+        if isinstance(v, tuple):
+            if items and depth >= len(shape):   # a sequence where the first element had a number
+                raise ProblemError(loc, "torch.tensor(data) of a list holding both numbers and lists is PyTorch's "
+                                        "TypeError (its wording depends on the dtype), not modelled; give a "
+                                        "rectangular nested list")
+            if depth == len(shape):
+                shape.append(len(v))
+            elif len(v) != shape[depth]:
+                raise TorchError("ValueError", f"expected sequence of length {shape[depth]} at dim {depth} "
+                                               f"(got {len(v)})")
+            elements = getattr(k, "elements", ())
+            for i, item in enumerate(v):
+                walk(item, elements[i] if i < len(elements) else None, depth + 1)
+            return
+        if depth < len(shape):   # a number where the first element had a sequence
+            raise TorchError("TypeError", "not a sequence")
+        if isinstance(v, Tensor):
+            raise ProblemError(loc, "torch.tensor() of a tensor (or a list holding tensors) is not modelled (PyTorch "
+                                    "copies it, warning to use x.detach().clone()); write x.detach().clone()")
+        if isinstance(v, bool):
+            types.append("bool")
+            items.append(Fraction(int(v)))
+        elif isinstance(v, Infinite):
+            types.append("float")
+            items.append(v)
+        elif isinstance(v, Fraction):
+            kind_here = "float" if isinstance(v, PyFloat) else k
+            if kind_here not in ("int", "float"):
+                raise ProblemError(loc, "torch.tensor(data): whether each number is an int or a float decides the "
+                                        "dtype (int64 or float32), and adjoint cannot tell it for a number from a "
+                                        "name; write the numbers as literals (3 or 3.0) or pass dtype=")
+            types.append(kind_here)
+            items.append(v)
+        else:
+            raise ProblemError(loc, f"torch.tensor() of {type(v).__name__} data is not modelled; give numbers, or "
+                                    "nested lists of numbers")
+
+    walk(data, kind, 0)
+    inferred = DEFAULT_FLOAT if "float" in types or not types else "int64" if "int" in types else "bool"
+    dtype = _dtype(rt, a, loc, "tensor", inferred)
+    for v in items:
+        if isinstance(v, Infinite):
+            if dtype not in _FLOATS:
+                raise ProblemError(loc, f"torch.tensor() of an infinity as {dtype} is not modelled")
+        elif dtype != "float64" and not exact_in(v, dtype):
+            raise ProblemError(loc, f"torch.tensor() holds {v}, which {dtype} does not hold exactly (PyTorch would "
+                                    "round or truncate it): not modelled yet; give the tensor under inputs:")
+    return _constant(rt, tuple(shape), items, dtype, loc)
+
+
 FUNCTIONS = (
+    Function("tensor", (Param("data", "any"), Param("dtype", "any", None, keyword_only=True),
+                        Param("device", "any", None, keyword_only=True),
+                        Param("requires_grad", "any", False, keyword_only=True),
+                        Param("pin_memory", "any", False, keyword_only=True)),
+             lower_tensor, where="function",
+             doc="no node: the numbers of data (nested lists), int64 / float32 / bool as PyTorch infers them unless "
+                 "dtype="),
     Function("zeros", (Param("size", "ints"),) + _tail(), _fill("zeros", Fraction(0)), where="function",
              varargs=True, doc="no node: zeros, float32 unless dtype="),
     Function("ones", (Param("size", "ints"),) + _tail(), _fill("ones", Fraction(1)), where="function",
