@@ -66,6 +66,10 @@ CASES = [
     ("torch.tensor(2.5)", lambda x: torch.tensor(2.5)),
     ("torch.tensor([float('-inf'), 0.0])", lambda x: torch.tensor([float("-inf"), 0.0])),
     ("torch.tensor([])", lambda x: torch.tensor([])),
+    ("torch.linspace(0, 1, 5)", lambda x: torch.linspace(0, 1, 5)),
+    ("torch.linspace(1, -1, 3)", lambda x: torch.linspace(1, -1, 3)),
+    ("torch.linspace(0, 4, 5, dtype=torch.long)", lambda x: torch.linspace(0, 4, 5, dtype=torch.long)),
+    ("torch.linspace(0, 1, 1)", lambda x: torch.linspace(0, 1, 1)),
 ]
 
 
@@ -86,7 +90,7 @@ def test_a_constant_verifies_against_torch(expr, made):
     assert outcome.ok, outcome.report()
 
 
-ERRORS = ["torch.tensor([[1], [2, 3]])", "torch.tensor([[1], 2])", "torch.zeros(2, -1)", "torch.ones(-1)", "torch.full((2, -3), 1.0)", "torch.arange(5, 1)",
+ERRORS = ["torch.linspace(0, 1, -1)", "torch.tensor([[1], [2, 3]])", "torch.tensor([[1], 2])", "torch.zeros(2, -1)", "torch.ones(-1)", "torch.full((2, -3), 1.0)", "torch.arange(5, 1)",
           "torch.arange(0, 5, 0)", "torch.eye(-1)", "torch.eye(2, -1)"]
 
 
@@ -107,6 +111,7 @@ def test_pytorchs_errors_are_answers(expr):
     ("torch.tensor([0.1, 1])", "", "which float32 does not hold exactly"),
     ("torch.tensor([1, [2]])", "", "holding both numbers and lists"),
     ("torch.tensor(x)", "", "torch.tensor() of a tensor"),
+    ("torch.linspace(0, 1, 4)", "", "rounds in float32"),
     ("torch.arange(0.5, 2)", "", "arguments that are not integers"),
 ])
 def test_what_is_not_modelled_is_one_line(expr, extra, message):

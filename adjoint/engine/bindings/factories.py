@@ -204,6 +204,47 @@ def lower_square_subsequent_mask(rt, a, loc: Loc):
     return _constant(rt, (n, n), items, dtype, loc)
 
 
+# ----------------------------------------------------------------------------- linspace
+
+def lower_linspace(rt, a, loc: Loc):
+    """``torch.linspace(start, end, steps)``: ``steps`` numbers from ``start`` to ``end``, float32
+    unless ``dtype=``. PyTorch's CPU kernel computes ``step = (end - start) / (steps - 1)`` in the
+    dtype (double for an integer dtype), then ``start + step * i`` for the first half and ``end -
+    step * (steps - 1 - i)`` for the rest: answered when each of those is exact in the dtype (the
+    numbers float32 holds: ``linspace(0, 1, 5)``), refused where it would round
+    (``linspace(0, 1, 4)``'s thirds)."""
+    _refuse_extras(a, loc, "linspace")
+    start, end, steps = a["start"], a["end"], a["steps"]
+    for name, v in (("start", start), ("end", end)):
+        if isinstance(v, bool) or not isinstance(v, Fraction):
+            raise ProblemError(loc, f"torch.linspace(): {name} must be a real number (a tensor or a complex number "
+                                    "is not modelled)")
+    if isinstance(steps, bool) or not isinstance(steps, Fraction) or steps.denominator != 1:
+        raise ProblemError(loc, "torch.linspace(): steps must be an int")
+    if steps < 0:
+        raise TorchError("RuntimeError", "number of steps must be non-negative")
+    dtype = _dtype(rt, a, loc, "linspace", DEFAULT_FLOAT)
+    if dtype == "bool":
+        raise ProblemError(loc, "torch.linspace(..., dtype=torch.bool) is not modelled")
+    n = int(steps)
+    if n == 1:
+        values = [start]
+    elif n == 0:
+        values = []
+    else:
+        step = (end - start) / (n - 1)
+        half = n // 2
+        values = [start + step * i if i < half else end - step * (n - 1 - i) for i in range(n)]
+        within = "float64" if dtype == "int64" else dtype   # an integer dtype steps in doubles
+        pieces = [end - start, step] + [step * i for i in range(half)] + [step * (n - 1 - i) for i in range(half, n)]
+        if not all(exact_in(v, within) for v in pieces + values + [start, end]) or \
+                (dtype == "int64" and any(v.denominator != 1 for v in values)):
+            raise ProblemError(loc, f"torch.linspace({start}, {end}, {n}) rounds in {dtype} (PyTorch computes the "
+                                    "step and each number in the dtype): not modelled; choose numbers the dtype holds "
+                                    "exactly at every step (linspace(0, 1, 5)), or give the tensor under inputs:")
+    return _constant(rt, (n,), values, dtype, loc)
+
+
 # ----------------------------------------------------------------------------- torch.tensor(data)
 
 def lower_tensor(rt, a, loc: Loc):
@@ -277,6 +318,9 @@ FUNCTIONS = (
              lower_tensor, where="function",
              doc="no node: the numbers of data (nested lists), int64 / float32 / bool as PyTorch infers them unless "
                  "dtype="),
+    Function("linspace", (Param("start", "any"), Param("end", "any"), Param("steps", "any")) + _tail(), lower_linspace,
+             where="function", doc="no node: steps numbers from start to end, float32 unless dtype=; refused where the "
+                                   "kernel would round"),
     Function("zeros", (Param("size", "ints"),) + _tail(), _fill("zeros", Fraction(0)), where="function",
              varargs=True, doc="no node: zeros, float32 unless dtype="),
     Function("ones", (Param("size", "ints"),) + _tail(), _fill("ones", Fraction(1)), where="function",
