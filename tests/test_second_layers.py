@@ -88,6 +88,10 @@ THIRDS = [  # (forward, the same in torch of h and the index, a node the second 
     ("F.prelu(h * (h > 0.1), b[0, :1])", lambda h, i, b: F.prelu(_mask(h), b[0, :1]), "WhereBackward0"),
     # a weight without grad: no gradient reaches the weight's output (gg1 undefined)
     ("F.prelu(h, idx[1].double() - 0.5)", lambda h, i, b: F.prelu(h, i[1].double() - 0.5), "WhereBackward0"),
+    # GluBackwardBackward0's: glu_double_backward_grad_output (GluBackwardBackward0 of ones, MulBackward0, two
+    # SliceBackward0, AddBackward0) and glu_double_backward (slices, sigmoid, 1 - s, products, CatBackward0)
+    ("F.glu(h, 0)", lambda h, i, b: F.glu(h, 0), "CatBackward0"),
+    ("F.glu(torch.cat([h, b], 1), -1)", lambda h, i, b: F.glu(torch.cat([h, b], 1), -1), "GluBackwardBackward0"),
     # EmbeddingDenseBackwardBackward0's: index_select (IndexSelectBackward0), masked_fill_ of padding_idx's rows
     # (MaskedFillBackward0), view (ViewBackward0)
     ("F.embedding(idx[1], h)", lambda h, i, b: F.embedding(i[1], h), "IndexSelectBackward0"),
@@ -98,7 +102,7 @@ THIRDS = [  # (forward, the same in torch of h and the index, a node the second 
 
 @pytest.mark.parametrize("forward,twin,node", THIRDS, ids=[s[0] for s in THIRDS])
 def test_a_third_backward_through_prelu_pad_or_embedding_backward(forward, twin, node):
-    """A third backward through the prelu, padding and embedding backward kernels: the second
+    """A third backward through the prelu, glu, padding and embedding backward kernels: the second
     create_graph backward's graphs node for node and the third backward's values, against torch 2.13."""
     run = _run(THIRD.replace("FORWARD", forward))
     assert run.error is None, run.error
@@ -113,13 +117,3 @@ def test_a_third_backward_through_prelu_pad_or_embedding_backward(forward, twin,
     ka, kb = torch.autograd.grad((ha ** 2).sum() + hb.sum(), [a, b])
     assert run.made["ka"].value.a.ravel().tolist() == pytest.approx(ka.flatten().tolist(), abs=1e-9)
     assert run.made["kb"].value.a.ravel().tolist() == pytest.approx(kb.flatten().tolist(), abs=1e-9)
-
-
-@pytest.mark.parametrize("forward", ["F.glu(h, 0)", "F.glu(torch.cat([h, b], 1), -1)"])
-def test_a_third_backward_through_glu_is_refused(tmp_path, forward):
-    """GluBackwardBackward0's own formula (glu_double_backward's ops) is not built: a third backward
-    through it is refused at the step, never guessed."""
-    import adjoint
-    from adjoint.format.errors import ProblemError
-    with pytest.raises(ProblemError, match="create_graph through GluBackwardBackward0 is not modelled"):
-        adjoint.loads(THIRD.replace("FORWARD", forward)).solve()

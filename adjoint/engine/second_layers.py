@@ -16,8 +16,7 @@ printing the first gradient's ``grad_fn`` chain and ``_sequence_nr()``; tests/te
 * ``PixelShuffleBackward0``: ``pixel_unshuffle(grad, r)`` (``PixelUnshuffleBackward0``), and the other way.
 
 The backward kernels' records are in adjoint.engine.ops.second_layers. A third backward runs through
-``PreluKernelBackwardBackward0`` (its derivatives.yaml formula replayed), the padding and embedding
-backward kernels; one through ``GluBackwardBackward0`` is refused (not built).
+each backward kernel too (its derivatives.yaml formula replayed in torch's order).
 """
 
 from __future__ import annotations
@@ -93,6 +92,45 @@ def _embedding_backward_again(rt, node, grads, saved, need):
     return [rt.apply("view", [picked], tuple(idx.shape) + (tuple(g.shape)[-1],), node.loc), None]
 
 
+def _glu_backward_again(rt, node, grads, saved, need):
+    # GluBackwardBackward0, grad_output then self (torch 2.13's sequence numbers; C++ evaluates the right operand
+    # of a binary operator first). grad_output: glu_double_backward_grad_output: tmp = grad * glu_backward(ones,
+    # self, dim) (GluBackwardBackward0 without a gradient edge, MulBackward0), then tmp.narrow(second half) +
+    # tmp.narrow(first half) (SliceBackward0, SliceBackward0, AddBackward0). self: glu_double_backward: the halves
+    # a, b of self (SliceBackward0 each), s = b.sigmoid(), 1 - s (SubBackward0), s (1 - s); the gradient's halves
+    # gA, gB; gB * a; gI_a = gB * gO * s(1-s); s'' = s(1-s) (1-s) - s s(1-s); gI_b = gB a gO s'' + gA gO s(1-s)
+    # (the right product first); cat([gI_a, gI_b], dim) (CatBackward0)
+    g, go, x = grads[0], saved["grad_output"], saved["self"]
+    dim, loc, B = node.params, node.loc, rt.B
+    n = tuple(x.shape)[dim] // 2
+
+    def mul(a, b):
+        return rt.apply("mul", [a, b], None, loc)
+
+    def half(t, start):
+        return rt.apply("slice", [t], (dim, start, start + n, 1), loc)
+    d_go = d_x = None
+    if need[0]:
+        ones = rt.tensor(B.full(tuple(go.shape), 1), dtype=go.dtype)
+        tmp = mul(g, rt.apply("glu_backward", [ones, x], dim, loc))
+        second = half(tmp, n)
+        d_go = rt.apply("add", [half(tmp, 0), second], None, loc)
+    if len(need) > 1 and need[1]:
+        a, b = half(x, 0), half(x, n)
+        s = rt.apply("sigmoid", [b], None, loc)
+        one_minus = rt.apply("sub", [rt.tensor(B.full(tuple(s.shape), 1), dtype=s.dtype), s], None, loc)
+        slope = mul(s, one_minus)
+        gga, ggb = half(g, 0), half(g, n)
+        ggb_a = mul(ggb, a)
+        first = mul(mul(ggb, go), slope)
+        right = mul(s, slope)
+        curve = rt.apply("sub", [mul(slope, one_minus), right], None, loc)
+        tail = mul(mul(gga, go), slope)
+        second = rt.apply("add", [mul(mul(ggb_a, go), curve), tail], None, loc)
+        d_x = rt.apply("cat", [first, second], dim, loc)
+    return [d_go, d_x]
+
+
 def _pad(rt, node, grads, saved, need):
     return [rt.apply(f"{node.op.name}_backward", [grads[0], saved["self"]], node.params, node.loc)]
 
@@ -116,7 +154,8 @@ def _shuffle(other: str):
 _PADS = tuple(f"{kind}_pad{rank}d" for kind in ("reflection", "replication") for rank in (1, 2, 3))
 
 LAYERS = {
-    "_prelu_kernel": _prelu, "prelu_kernel_backward": _prelu_backward_again, "glu": _glu, "embedding": _embedding,
+    "_prelu_kernel": _prelu, "prelu_kernel_backward": _prelu_backward_again, "glu": _glu,
+    "glu_backward": _glu_backward_again, "embedding": _embedding,
     "embedding_dense_backward": _embedding_backward_again,
     "pixel_shuffle": _shuffle("pixel_unshuffle"), "pixel_unshuffle": _shuffle("pixel_shuffle"),
     **{name: _pad for name in _PADS}, **{f"{name}_backward": _pad_backward for name in _PADS},
