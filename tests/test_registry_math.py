@@ -52,6 +52,9 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "softmax_backward_data", "log_softmax_backward_data", "softshrink_backward", "hardshrink_backward", "nll_loss_backward", "nll_loss_backward_w", "elu_backward", "softplus_backward", "gelu_backward",
            "hardsigmoid_backward", "log_sigmoid_backward", "diagonal_backward",
            "hardtanh_backward", "native_layer_norm_backward", "hardswish_backward",
+           # adjoint/engine/ops/second_layers.py: the prelu, glu and padding backward kernels by name
+           "prelu_kernel_backward", "glu_backward", "embedding_dense_backward",
+           *(f"{kind}_pad{rank}d_backward" for kind in ("reflection", "replication") for rank in (1, 2, 3)),
            # adjoint/engine/ops/rearrange.py: one named function each, J^T lambda declared generic
            "logsumexp", "cumsum", "flip", "roll", "tril", "triu", "trace",
            # adjoint/engine/ops/prod.py

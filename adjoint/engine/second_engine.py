@@ -25,8 +25,9 @@ from adjoint.engine import warns
 from adjoint.engine.complex_grad import zeros as zeros_of
 from adjoint.engine.second_formulas import FORMULAS as _FORMULAS, NotModelled, sum_to
 from adjoint.engine.second_reductions import REDUCTIONS
+from adjoint.engine.second_layers import LAYERS
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS}
 
 
 
