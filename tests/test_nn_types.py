@@ -135,6 +135,11 @@ CONFIGS = {
                                        "count_include_pad": False}],
     "AdaptiveMaxPool3d": [{"output_size": 2}, {"output_size": (None, 2, 1), "return_indices": True}],
     "AdaptiveAvgPool1d": [{"output_size": 3}, {"output_size": (1,)}],
+    "BatchNorm3d": [{"num_features": 2}, {"num_features": 3, "affine": False, "momentum": None},
+                    {"num_features": 2, "track_running_stats": False, "bias": False}],
+    **{f"InstanceNorm{rank}d": [{"num_features": 3}, {"num_features": 2, "affine": True, "track_running_stats": True},
+                                {"num_features": 2, "affine": True, "bias": False, "momentum": None,
+                                 "eps": Fraction(1, 1000)}] for rank in (1, 2, 3)},
 }
 CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
 #: torch.__init__ parameters that are not arguments in a problem file: torch's own varargs, and
@@ -144,6 +149,7 @@ NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
 #: BatchNorm, LayerNorm, GroupNorm: bias; MultiheadAttention: bias, add_bias_kv; losses: the reduction
 #: is kept, MSELoss and friends keep nothing else).
 UNSTORED = {"ConvTranspose1d": 1, "ConvTranspose2d": 1, "Linear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
+            "BatchNorm3d": 1, "InstanceNorm1d": 1, "InstanceNorm2d": 1, "InstanceNorm3d": 1,
             "GroupNorm": 1, "MultiheadAttention": 2,
             # the Transformer layers keep only norm_first (the rest lives on their submodules; activation and
             # dropout are a function and a submodule there)
@@ -183,7 +189,9 @@ def test_every_type_of_the_contract_is_there():
                  # learnable activations (tests/data/regressions/prelu_modules.yaml)
                  "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin",
                  # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)
-                 "PixelShuffle", "PixelUnshuffle"]
+                 "PixelShuffle", "PixelUnshuffle",
+                 # 3-D batch norm and instance norms (style transfer, 3-D U-Nets; tests/test_nn_instance_norm.py)
+                 "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees

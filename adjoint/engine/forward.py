@@ -1177,7 +1177,8 @@ def _called_without(entry, missing: str) -> None:
 
 
 #: built-in layers whose forward is inherited (torch 2.13): the defining class's name
-FORWARD_OWNER = {"BatchNorm1d": "_BatchNorm", "BatchNorm2d": "_BatchNorm", "ReLU6": "Hardtanh",
+FORWARD_OWNER = {"BatchNorm1d": "_BatchNorm", "BatchNorm2d": "_BatchNorm", "BatchNorm3d": "_BatchNorm",
+                 "ReLU6": "Hardtanh", **{f"InstanceNorm{rank}d": "_InstanceNorm" for rank in (1, 2, 3)},
                  **{f"{kind}Pad{rank}d": f"_{'Constant' if kind == 'Zero' else kind}PadNd"
                     for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)}}
 

@@ -442,6 +442,16 @@ def _batchnorm(name: str) -> NNType:
         params=_batchnorm_params, buffers=_batchnorm_buffers)
 
 
+def _instancenorm(name: str) -> NNType:
+    """InstanceNorm1d / 2d / 3d (adjoint/engine/layers/instance_norm.py): _NormBase's arguments,
+    parameters and buffers, with affine and track_running_stats False by default."""
+    return NNType(name, (
+        ArgSpec("num_features", "int", minimum=1), ArgSpec("eps", "float", Fraction(1, 100000)),
+        ArgSpec("momentum", "opt_float", Fraction(1, 10)), ArgSpec("affine", "bool", False),
+        ArgSpec("track_running_stats", "bool", False), ArgSpec("bias", "bool", True)),
+        params=_batchnorm_params, buffers=_batchnorm_buffers)
+
+
 def _loss(name: str, *extra: ArgSpec, buffers=_no_buffers, reduction: ArgSpec | None = None) -> NNType:
     return NNType(name, (reduction or _reduction(),) + extra, inputs=("input", "target"), buffers=buffers, loss=True)
 
@@ -612,6 +622,11 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                          ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True)),
            resolve=_avg_pool1d_resolve),
     NNType("AdaptiveAvgPool1d", (ArgSpec("output_size", "output_size", minimum=1, rank=1),)),
+    # 3-D batch norm (adjoint/engine/layers/nn3d.py), instance norms (adjoint/engine/layers/instance_norm.py)
+    _batchnorm("BatchNorm3d"),
+    _instancenorm("InstanceNorm1d"),
+    _instancenorm("InstanceNorm2d"),
+    _instancenorm("InstanceNorm3d"),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

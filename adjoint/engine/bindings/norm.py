@@ -59,12 +59,29 @@ def batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training:
         if not x.shape:   # F._verify_batch_size reads size[0] of a 0-d input's empty torch.Size
             raise TorchError("IndexError", "tuple index out of range")
         verify_batch_size(x.shape, loc)
+    return aten_batch_norm(rt, x, running_mean, running_var, weight, bias, training, momentum, eps, loc)
+
+
+#: native_batch_norm's kernel, given one running statistic without the other in training mode
+ONE_STATISTIC = "running_mean and running_var must either both be None or neither be None"
+
+
+def aten_batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training: bool, momentum, eps,
+                    loc: Loc):
+    """at::batch_norm (what F.batch_norm calls after its own check, and at::instance_norm directly):
+    an input of no elements is a clone; the argument checks; VariableType's refusal of a running
+    statistic that requires grad (grad mode on; before any node); the node, whose kernel refuses a
+    1-D input and, in training, one running statistic without the other (after the packs)."""
     if 0 in x.shape:
         return _batch_norm_of_nothing(rt, x, weight, bias, loc)
     stats = (x, weight, bias, running_mean, running_var)
     refused = _batch_norm_refusal(x.shape, training, *stats[1:])
     if refused:
         raise TorchError("RuntimeError", refused)
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if rt.grad_enabled and t is not None and t.needs_grad:   # check_no_requires_grad
+            raise TorchError("RuntimeError", f"The function 'native_batch_norm' is not differentiable with respect "
+                                             f"to argument '{name}'. This input cannot have requires_grad True.")
     if len(x.shape) < 2:   # every check passed (none given, or of 0 elements): the kernel's dim 1, after the packs
         if not x.shape:
             raise ProblemError(loc, "batch_norm of a 0-d input is not modelled (PyTorch packs the input, then "
@@ -75,6 +92,8 @@ def batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training:
         if t is not None and len(t.shape) != 1:
             raise ProblemError(loc, f"batch_norm with a {name} of shape {list(t.shape)} is not modelled (PyTorch takes "
                                     f"its {x.shape[1]} elements as a vector); give a 1-D {name}")
+    if training and (running_mean is None) != (running_var is None):
+        rt.raise_after_packs("native_batch_norm", list(stats), TorchError("ValueError", ONE_STATISTIC), loc)
     out = rt.apply("native_batch_norm", [x, weight, bias, running_mean, running_var],
                    BatchNormSpec(training, Fraction(eps)), loc)[0]
     if training and running_mean is not None and running_var is not None:

@@ -23,7 +23,8 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
     "Embedding": ("parser", "embedding(): argument 'indices' (position 2)"),
     **{f"{kind}Pad{rank}d": ("parser", "pad(): argument 'input' (position 1)")
        for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)},
-    **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "GroupNorm", "RNN", "LSTM", "GRU",
+    **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
+                                         "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RNN", "LSTM", "GRU",
                                          "RNNCell", "LSTMCell", "GRUCell")},
     **{t: ("attribute", "size") for t in ("AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d")},
     "GLU": ("attribute", "dim"), "Softsign": ("attribute", "abs"), "Tanhshrink": ("attribute", "tanh"),
