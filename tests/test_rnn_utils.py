@@ -143,6 +143,8 @@ def _error(forward: str):
      lambda L: rnn.pad_sequence([L["a"], L["b"]], padding_side="middle")),
     ("nn.utils.rnn.pad_sequence(a.sum())", lambda L: rnn.pad_sequence(L["a"].sum())),
     ("nn.utils.rnn.pack_sequence([b, a])", lambda L: rnn.pack_sequence([L["b"], L["a"]])),
+    ("nn.utils.rnn.unpad_sequence(a.unsqueeze(1), nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a]))[1])",
+     lambda L: rnn.unpad_sequence(L["a"].unsqueeze(1), rnn.pad_packed_sequence(rnn.pack_sequence([L["a"]]))[1])),
     ("nn.utils.rnn.pack_sequence([])", lambda L: rnn.pack_sequence([])),
     ("nn.utils.rnn.unpad_sequence(a.unsqueeze(0), [3], batch_first=True)",
      lambda L: rnn.unpad_sequence(L["a"].unsqueeze(0), [3], batch_first=True)),
@@ -166,7 +168,7 @@ def test_pytorchs_errors_are_the_answer(call, torch_call):
     "p = nn.utils.rnn.pad_sequence([a, 2])",
     "p = nn.utils.rnn.pad_sequence([a, b], padding_value='x')",
     "p = nn.utils.rnn.pack_sequence([a.sum(), b.sum()])",
-    "p = nn.utils.rnn.unpad_sequence(a.unsqueeze(1), nn.utils.rnn.pad_packed_sequence("
+    "p = nn.utils.rnn.unpad_sequence((a * 2).unsqueeze(1), nn.utils.rnn.pad_packed_sequence("
     "nn.utils.rnn.pack_sequence([a]))[1])",
     "p = nn.utils.rnn.unpad_sequence(a[0], nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a]))[1], "
     "batch_first=True)",
@@ -176,3 +178,18 @@ def test_pytorchs_errors_are_the_answer(call, torch_call):
 def test_what_is_not_modelled_is_refused(call):
     with pytest.raises(ProblemError):
         adjoint.loads(_text(f"{call}\nreturn a.sum()")).solve(mode="float64")
+
+
+def test_the_padded_outputs_version_is_pytorchs():
+    """ATen's at::full inside pad_sequence and _pad_packed_sequence fills through ADInplaceOrView:
+    the padded output starts at _version 1, then one per copy_ (torch.full from Python: 0)."""
+    text = _text("p = nn.utils.rnn.pad_sequence([a, b, c])\nv = p._version\n"
+                 "o, n = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a, c, b]))\nw = o._version\n"
+                 "return p.sum() * v + o.sum() * w")
+    v = adjoint.loads(text).solve(mode="float64").variants[0]
+    L = _leaves()
+    p = rnn.pad_sequence([L["a"], L["b"], L["c"]])
+    o, _ = rnn.pad_packed_sequence(rnn.pack_sequence([L["a"], L["c"], L["b"]]))
+    assert (p._version, o._version) == (4, 4)
+    y = p.sum() * p._version + o.sum() * o._version
+    assert v.to_json()["loss"]["value"] == pytest.approx(y.item(), rel=1e-12)

@@ -46,7 +46,7 @@ def _sequences(rt, value, loc: Loc, what: str) -> list:
 
 def pad_sequences(rt, seqs: list, batch_first: bool, pad, side: str, loc: Loc) -> Tensor:
     """``at::pad_sequence`` over the tensors ``seqs``."""
-    from adjoint.engine.bindings.glue import constant
+    from adjoint.engine.bindings.packed import aten_full
     from adjoint.engine.inplace import call_inplace
     if not seqs:
         raise TorchError("RuntimeError", "received an empty list of sequences")
@@ -58,8 +58,7 @@ def pad_sequences(rt, seqs: list, batch_first: bool, pad, side: str, loc: Loc) -
     first = seqs[0]
     max_len = max(t.shape[0] for t in seqs)
     dims = ((len(seqs), max_len) if batch_first else (max_len, len(seqs))) + tuple(first.shape[1:])
-    out = constant(rt, dims, pad, first.dtype, loc, "pad_sequence() with the padding value",
-                   " (PyTorch would round it)")
+    out = aten_full(rt, dims, pad, first.dtype, loc, "pad_sequence()")
     for i, seq in enumerate(seqs):
         length = seq.shape[0]
         start = max_len - length if side == "left" else 0
@@ -111,6 +110,9 @@ def unpad(rt, padded, lengths, batch_first: bool, loc: Loc):
     if not isinstance(padded, Tensor):
         raise ProblemError(loc, "unpad_sequence(padded_sequences, lengths): give the padded sequences as a tensor")
     if not batch_first:
+        if rt.grad_enabled and (padded.requires_grad or (padded.is_view and padded.grad_base.requires_grad)):
+            from adjoint.engine.inplace import check_inplace_allowed
+            check_inplace_allowed(padded)   # transpose_'s check_inplace: a leaf's RuntimeError is the answer
         raise ProblemError(loc, "unpad_sequence(batch_first=False) transposes the padded tensor in place "
                                 "(Tensor.transpose_), which adjoint does not model; give a (B, T, *) tensor and "
                                 "batch_first=True (x.transpose(0, 1))")
