@@ -33,6 +33,16 @@ CASES = [
     ("LSTM", {}, (3, 3, 2), [3, 1, 2], {"enforce_sorted": False}, {}, True),
     ("LSTM", {"num_layers": 2, "batch_first": True}, (2, 3, 2), [3, 2], {"batch_first": True},
      {"batch_first": True, "total_length": 3}, False),
+    # bidirectional: ATen's PackedBidirectionalLayer (PackedLayer, then ReversedPackedLayer)
+    ("RNN", {"bidirectional": True}, (3, 3, 2), [3, 2, 1], {}, {}, False),
+    ("RNN", {"bidirectional": True}, (2, 2, 2), [2, 2], {}, {}, True),   # the reverse state narrowed, all rows
+    ("RNN", {"bidirectional": True, "num_layers": 2, "nonlinearity": "relu"}, (3, 3, 2), [1, 3, 2],
+     {"enforce_sorted": False}, {}, True),
+    ("GRU", {"bidirectional": True, "batch_first": True}, (3, 4, 2), [2, 4, 4], {"enforce_sorted": False,
+     "batch_first": True}, {"batch_first": True}, True),
+    ("LSTM", {"bidirectional": True}, (4, 3, 2), [4, 2, 1], {}, {"total_length": 5}, True),
+    ("LSTM", {"bidirectional": True, "num_layers": 2, "batch_first": True}, (3, 3, 2), [1, 3, 3],
+     {"batch_first": True, "enforce_sorted": False}, {"batch_first": True}, False),
 ]
 
 
@@ -42,7 +52,7 @@ def _kw(d: dict) -> str:
 
 def _text(kind, args, xs, lengths, pack, pad, state, hooks: str = "") -> str:
     lstm = kind == "LSTM"
-    layers = args.get("num_layers", 1)
+    layers = args.get("num_layers", 1) * (2 if args.get("bidirectional") else 1)
     batch = xs[0] if pack.get("batch_first") else xs[1]
     hs = (layers, batch, 3)
     margs = "".join(f", {k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in args.items())
@@ -78,7 +88,7 @@ def _torch_run(kind, args, xs, lengths, pack, pad, state, names):
             p.copy_(torch.tensor(np.array(names[f"m.{name}"].value.floats()), dtype=F64))
     x = torch.tensor(_vals(xs, 0), dtype=F64, requires_grad=True)
     leaves = {"x": x}
-    layers = args.get("num_layers", 1)
+    layers = args.get("num_layers", 1) * (2 if args.get("bidirectional") else 1)
     batch = xs[0] if pack.get("batch_first") else xs[1]
     hx = None
     if state:
@@ -99,7 +109,8 @@ def _loss(kind, o, hidden):
 
 
 @pytest.mark.parametrize("kind,args,xs,lengths,pack,pad,state", CASES,
-                         ids=[f"{c[0]}-{c[3]}-{'-'.join(c[4])}-{'-'.join(c[5])}" for c in CASES])
+                         ids=[f"{c[0]}{'-bi' if c[1].get('bidirectional') else ''}-{c[3]}-{'-'.join(c[4])}-{'-'.join(c[5])}"
+                              for c in CASES])
 def test_graph_values_and_grads_against_torch(kind, args, xs, lengths, pack, pad, state):
     v = adjoint.loads(_text(kind, args, xs, lengths, pack, pad, state)).solve(mode="float64").variants[0]
     names = v.run.forward.names
@@ -116,6 +127,10 @@ def test_graph_values_and_grads_against_torch(kind, args, xs, lengths, pack, pad
     if _graph(names["model"], leaf_names(ours)) != _graph(y, leaf_names(leaves)):
         pytest.fail("the node graphs differ")
     assert np.allclose(np.array(names["o"].value.floats()), o.detach().numpy(), rtol=1e-12, atol=1e-14)
+    finals = {"hn": hidden[0], "cn": hidden[1]} if kind == "LSTM" else {"hn": hidden}
+    for name, t in finals.items():   # h_n's rows: layer by layer, forward direction before reverse
+        assert tuple(names[name].shape) == tuple(t.shape)
+        assert np.allclose(np.array(names[name].value.floats()), t.detach().numpy(), rtol=1e-12, atol=1e-14), name
     for name, t in leaves.items():
         assert np.allclose(np.array(v.grads[name].floats()), t.grad.numpy(), rtol=1e-10, atol=1e-13), name
 
@@ -134,13 +149,15 @@ def test_packed_sequence_fields_are_pytorchs():
     assert names["d"].grad_fn.name == "CatBackward0" and tuple(names["d"].shape) == (6, 3)
 
 
+@pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("kind", ["RNN", "GRU", "LSTM"])
-def test_full_backward_hook_arguments_against_torch(kind):
+def test_full_backward_hook_arguments_against_torch(kind, bidirectional):
     """BackwardHook sees the module's args ``(packed,)`` or ``(packed, h_0)`` and output ``(packed,
     h_n)``: the PackedSequence is no tensor, so its grad_input slot is None (without h_0 the hook
     fires at h_n's BackwardHookFunctionBackward, with PyTorch's warning); an LSTM's ``(packed, (h_n, c_n))`` holds no top-level tensor, so
     its hook never fires."""
-    case = next(c for c in CASES if c[0] == kind and c[4].get("enforce_sorted") is False)
+    case = next(c for c in CASES if c[0] == kind and c[4].get("enforce_sorted") is False
+                and bool(c[1].get("bidirectional")) == bidirectional)
     hooks = "variants:\n  full: {hooks: [{module: m, kind: full_backward}]}\n"
     v = adjoint.loads(_text(*case, hooks=hooks)).solve(mode="float64").variants[0]
     names = v.run.forward.names
@@ -208,12 +225,9 @@ def test_pytorchs_errors_are_the_answer(call):
 
 
 @pytest.mark.parametrize("call,model_type", [
-    ("p = nn.utils.rnn.pad_sequence([x[0], x[1]])", ""),
-    ("p = nn.utils.rnn.pack_sequence([x[0], x[1]])", ""),
+    ("p = nn.utils.rnn.invert_permutation(L[0])", ""),
     ("p = pack_padded_sequence(x, [3, 2])", ""),
     ("o = m(nn.utils.rnn.pack_padded_sequence(x, [3, 2]))", "{type: Linear, args: {in_features: 2, out_features: 2}}"),
-    ("o, h = m(nn.utils.rnn.pack_padded_sequence(x, [3, 2]))",
-     "{type: GRU, args: {input_size: 2, hidden_size: 2, bidirectional: true}}"),
     ("n = nn.utils.rnn.pack_padded_sequence(x, [3, 2]).to(torch.float64)", ""),
     ("p = nn.utils.rnn.pack_padded_sequence(x, L, enforce_sorted=False)", ""),
     ("p = nn.utils.rnn.pack_padded_sequence(x, [4, 2])", ""),
@@ -258,3 +272,16 @@ variants:
     v = adjoint.loads(path.read_text()).solve(mode="float64").variants[0]
     full = [h for h in v.hook_calls if h.kind == "full_backward"]
     assert len(full) == 1 and full[0].args["grad_input"] == (None,)
+
+
+def test_a_bidirectional_layers_state_check_is_pytorchs():
+    """A bidirectional GRU handed a state of one direction: check_forward_args's RuntimeError,
+    the expected size counting both directions."""
+    m = nn.GRU(2, 2, bidirectional=True).double()
+    x = torch.tensor(eval(_X), dtype=F64)
+    with pytest.raises(RuntimeError) as theirs:
+        m(pack_padded_sequence(x, [3, 2]), torch.zeros(1, 2, 2, dtype=F64))
+    text = _pack_text("o, h = m(nn.utils.rnn.pack_padded_sequence(x, [3, 2]), torch.zeros(1, 2, 2, dtype=torch.float64))",
+                      "{type: GRU, args: {input_size: 2, hidden_size: 2, bidirectional: true}}")
+    v = adjoint.loads(text).solve(mode="float64").variants[0]
+    assert (v.error.type, v.error.message) == ("RuntimeError", str(theirs.value))

@@ -167,7 +167,8 @@ def check_prefix(e: S.Call) -> None:
 
 
 #: the torch.nn.utils.rnn functions adjoint models (engine/bindings/packed.py)
-PACKING = ("pack_padded_sequence", "pad_packed_sequence")
+PACKING = ("pack_padded_sequence", "pad_packed_sequence", "pad_sequence", "pack_sequence", "unpad_sequence",
+           "unpack_sequence")
 
 
 def refuse_rnn_utils(e: S.Call) -> None:
@@ -175,7 +176,7 @@ def refuse_rnn_utils(e: S.Call) -> None:
     if e.func in PACKING:
         raise ProblemError(e.loc, f"{e.func} is a function of torch.nn.utils.rnn: call nn.utils.rnn.{e.func}(...)")
     raise ProblemError(e.loc, f"{e.prefix}{e.func} is not modelled; of torch.nn.utils.rnn adjoint models "
-                              "pack_padded_sequence and pad_packed_sequence (exit 2)")
+                              f"{', '.join(PACKING)} (exit 2)")
 
 
 class Interp:

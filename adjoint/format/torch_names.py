@@ -16,7 +16,7 @@ _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torch_
 
 
 #: the prefixes naming ``torch.nn.utils.rnn``, and its public functions (torch 2.13's ``__all__``
-#: without the classes): adjoint models pack_padded_sequence and pad_packed_sequence
+#: without the classes): adjoint models those engine/bindings/packed.py and rnn_utils.py define
 RNN_UTILS_PREFIXES = ("nn.utils.rnn.", "torch.nn.utils.rnn.")
 RNN_UTILS = frozenset({"pack_padded_sequence", "pad_packed_sequence", "pad_sequence", "unpad_sequence",
                        "pack_sequence", "unpack_sequence", "invert_permutation"})

@@ -51,9 +51,10 @@ def function(name: str, prefix: str, loc: Loc):
         return lambda *args, **kwargs: None
     if name == "delayed_error" and prefix == "":   # adjoint.engine.ops.delayed
         return lambda input, msg: torch._C._functions.DelayedError(msg, 1)(input)
-    if prefix in ("nn.utils.rnn.", "torch.nn.utils.rnn."):   # pack_padded_sequence, pad_packed_sequence
+    if prefix in ("nn.utils.rnn.", "torch.nn.utils.rnn."):   # pack_padded_sequence, pad_sequence, ...
         import torch.nn.utils.rnn as rnn_utils
-        fn = getattr(rnn_utils, name, None) if name in ("pack_padded_sequence", "pad_packed_sequence") else None
+        from adjoint.format.torch_names import RNN_UTILS
+        fn = getattr(rnn_utils, name, None) if name in RNN_UTILS else None
     elif prefix in ("nn.Transformer.", "torch.nn.Transformer."):   # its static method
         fn = getattr(torch.nn.Transformer, name, None) if name == "generate_square_subsequent_mask" else None
     elif prefix == "torch.":

@@ -58,6 +58,16 @@ def _lengths(rt, value, loc: Loc) -> tuple[list[int], int]:
                             "tensor")
 
 
+def aten_full(rt, shape: tuple, value, dtype: str, loc: Loc, what: str) -> Tensor:
+    """``at::full`` called inside an ATen composite (``_pad_packed_sequence``, ``pad_sequence``): no
+    node, and ``empty(...).fill_(value)`` passes ADInplaceOrView, so the new tensor's ``_version``
+    is 1 (``torch.full`` from Python runs below it: 0; both probed in torch 2.13)."""
+    from adjoint.engine.bindings.glue import constant
+    out = constant(rt, shape, value, dtype, loc, f"{what} with the padding value", " (PyTorch would round it)")
+    out.version.value += 1
+    return out
+
+
 def _batch_sizes(lengths: list[int]) -> list[int]:
     return [sum(1 for n in lengths if n > t) for t in range(max(lengths))]
 
@@ -118,7 +128,6 @@ def lower_pack(rt, a, loc: Loc):
 
 def lower_pad(rt, a, loc: Loc):
     from adjoint.engine.bindings import call_function
-    from adjoint.engine.bindings.glue import constant
     from adjoint.engine.inplace import call_inplace
     seq = a["sequence"]
     if not isinstance(seq, PackedSequence):
@@ -140,8 +149,7 @@ def lower_pad(rt, a, loc: Loc):
     if isinstance(pad, bool) or not isinstance(pad, Fraction):
         raise ProblemError(loc, "pad_packed_sequence(padding_value=...): give a number")
     rest = tuple(data.shape[1:])
-    out = constant(rt, (length, sizes[0]) + rest, pad, data.dtype, loc, "pad_packed_sequence() with the padding "
-                   "value", " (PyTorch would round it)")
+    out = aten_full(rt, (length, sizes[0]) + rest, pad, data.dtype, loc, "pad_packed_sequence()")
     offset, prev_size, prev_i = 0, sizes[0], 0
     for i in range(len(sizes) + 1):
         size = sizes[i] if i < len(sizes) else 0

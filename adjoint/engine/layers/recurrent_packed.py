@@ -22,7 +22,15 @@ A module hook sees the PackedSequence as one argument that is no tensor: a full 
 gets ``grad_input`` ``(None,)`` (``(None, grad of h_0)`` with a state given) and, for RNN and GRU,
 ``grad_output`` ``(None, grad of h_n)``
 (an LSTM's output ``(packed, (h_n, c_n))`` holds no tensor at its top, so its full backward hook
-never fires). Bidirectional layers are refused.
+never fires).
+
+A bidirectional layer is ATen's ``PackedBidirectionalLayer``: the forward ``PackedLayer`` above,
+then ``ReversedPackedLayer`` with the ``_reverse`` weights (its own input projection; the state
+``narrow``ed to the sequences still running at the last step, even when that is all of them; the
+steps from the last to the first, the state growing where the batch grows by ``cat`` with the
+next rows of the initial state, an LSTM's ``c`` before ``h``; the step outputs ``cat``ed back in
+time order; its final state the last cell's), then the two outputs ``cat``ed on the last dim.
+The final states are per layer the forward direction's, then the reverse one's.
 """
 
 from __future__ import annotations
@@ -77,6 +85,36 @@ def _packed_layer(c, cell, data: Tensor, sizes: list, hidden, layer: int, lstm: 
     return output, _fn(c, "cat", finished, Fraction(0))
 
 
+def _reversed_packed_layer(c, cell, data: Tensor, sizes: list, hidden, layer: int, lstm: bool):
+    """ReversedPackedLayer on the CPU: the steps from the last to the first, the state starting
+    as the rows of the sequences still running at the last step and growing (``cat`` of the
+    state with the next rows of the initial one) where the batch grows; (the layer's packed
+    output, its final state)."""
+    sfx = f"_l{layer}_reverse"
+    projected = _linear(c, data, "ih", sfx)
+    initial = hidden
+    outs = []
+    offset, last = data.shape[0], sizes[-1]
+    hidden = _hidden_slice(c, initial, 0, last, lstm)
+    for size in reversed(sizes):
+        if size > last:
+            more = _hidden_slice(c, initial, last, size, lstm)
+            if lstm:   # std::make_tuple(cat of the hs, cat of the cs), right to left
+                cy = _fn(c, "cat", [hidden[1], more[1]], Fraction(0))
+                hidden = (_fn(c, "cat", [hidden[0], more[0]], Fraction(0)), cy)
+            else:
+                hidden = _fn(c, "cat", [hidden, more], Fraction(0))
+        step = _narrow(c, projected, offset - size, offset)
+        offset -= size
+        last = size
+        hidden = cell(c, step, hidden, sfx)
+        for t in hidden if lstm else (hidden,):
+            t.step_state = True
+        outs.append(hidden[0] if lstm else hidden)
+    outs.reverse()
+    return _fn(c, "cat", outs, Fraction(0)), hidden
+
+
 def _permute(c, t: Tensor, index) -> Tensor:
     return t if index is None else _fn(c, "index_select", t, Fraction(1), index)
 
@@ -96,16 +134,14 @@ def _states(c, kind: str, hx, sorted_indices, shapes: list) -> list:
 def packed_forward(c, kind: str, packed: PackedSequence, hx):
     lstm = kind == "LSTM"
     data, batch_sizes, sorted_indices, unsorted_indices = packed
-    if c.arg("bidirectional"):
-        raise ProblemError(c.loc, f"a bidirectional {kind} handed a PackedSequence (ATen's ReversedPackedLayer) is "
-                                  "not modelled; give bidirectional: false")
+    dirs = 2 if c.arg("bidirectional") else 1
     if data.dtype != c.rt.dtype:
         raise ProblemError(c.loc, f"{kind} needs a PackedSequence of the problem's dtype ({c.rt.dtype})")
     layers, hidden_size = c.arg("num_layers"), c.arg("hidden_size")
     check_dropout(c, kind, layers)
     sizes = [int(i) for i in np.asarray(c.rt.B.as_indices(batch_sizes.value)).reshape(-1)]
-    expected = (layers, sizes[0], c.arg("proj_size", 0) or hidden_size)
-    expected_c = (layers, sizes[0], hidden_size)
+    expected = (layers * dirs, sizes[0], c.arg("proj_size", 0) or hidden_size)
+    expected_c = (layers * dirs, sizes[0], hidden_size)
     states = _states(c, kind, hx, sorted_indices, [expected, expected_c] if lstm else [expected])
     if len(data.shape) != 2 or data.shape[-1] != c.arg("input_size") or \
             (lstm and (tuple(states[0].shape) != expected or tuple(states[1].shape) != expected_c)):
@@ -122,8 +158,13 @@ def packed_forward(c, kind: str, packed: PackedSequence, hx):
     finals = []
     x = data
     for layer in range(layers):
-        x, last = _packed_layer(c, cell, x, sizes, hiddens[layer], layer, lstm)
+        fw, last = _packed_layer(c, cell, x, sizes, hiddens[layer * dirs], layer, lstm)
         finals.append(last)
+        if dirs == 2:   # PackedBidirectionalLayer: the reverse direction after, outputs cat'ed on the last dim
+            rev, last = _reversed_packed_layer(c, cell, x, sizes, hiddens[layer * dirs + 1], layer, lstm)
+            finals.append(last)
+            fw = _fn(c, "cat", [fw, rev], Fraction(-1))
+        x = fw
     if lstm:
         c_n = _stack(c, [s for _, s in finals])   # right to left, as the unpacked LSTM
         h_n = _stack(c, [h for h, _ in finals])
