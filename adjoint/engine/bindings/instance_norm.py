@@ -26,6 +26,9 @@ is NaN, which is refused.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from adjoint.engine.bindings.norm import aten_batch_norm
 from adjoint.engine.bindings.rearrange import lower_repeat
 from adjoint.engine.bindings.signature import Function, Param
@@ -35,19 +38,10 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.values.strides import is_contiguous
 
-from fractions import Fraction
-
-
-def _prod(xs) -> int:
-    out = 1
-    for v in xs:
-        out *= v
-    return out
-
 
 def verify_spatial_size(shape) -> None:
     """F._verify_spatial_size: more than one element per instance and channel (dims from 2 on)."""
-    if _prod(shape[2:]) == 1:
+    if math.prod(shape[2:]) == 1:
         raise TorchError("ValueError", f"Expected more than 1 spatial element when training, got input size "
                                        f"torch.Size({list(shape)})")
 
