@@ -15,7 +15,7 @@ refused with a message that says so (``adjoint.format.torch_names``).
 
 from __future__ import annotations
 
-from adjoint.format.errors import Loc
+from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.bindings.signature import REQUIRED, Function, Param, bind, check_kind, describe
 from adjoint.engine.families import Families, Table, file_once
 
@@ -50,9 +50,28 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: ``torch.X`` names that are ATen's own bindings with another signature or other defaults than
+#: ``F.X`` (checked in torch 2.13: ``torch.kl_div(x, t)`` and ``torch.binary_cross_entropy_with_logits(x,
+#: t)`` do not reduce, ``torch.adaptive_max_pool1d`` returns (output, indices), the others take their
+#: arguments in another order): refused, never bound with F's signature
+ATEN_SIGNATURES = {
+    "batch_norm": "(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)",
+    "embedding": "(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)",
+    "adaptive_max_pool1d": "(input, output_size), returning (output, indices)",
+    "binary_cross_entropy_with_logits": "(input, target, weight=None, pos_weight=None, reduction=0: no reduction by "
+                                        "default)",
+    "kl_div": "(input, target, reduction=0: no reduction by default, log_target=False)",
+    "instance_norm": "(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, "
+                     "cudnn_enabled)",
+}
+
+
 def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=None, types=None, prefix: str = ""):
     """Call ``name`` (a function, or with ``method_of`` a Tensor method); KeyError when there is none.
     ``types``: the arguments' Python types as the interpreter read them (see :func:`bind`)."""
+    if method_of is None and prefix == "torch." and name in ATEN_SIGNATURES:
+        raise ProblemError(loc, f"torch.{name} is ATen's binding {ATEN_SIGNATURES[name]}, not F.{name}'s "
+                                f"signature, and is not modelled; call F.{name}(...) (torch.nn.functional)")
     if method_of is not None:
         fn = METHODS[name]
         args = [method_of] + list(args)
