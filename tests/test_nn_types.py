@@ -106,6 +106,9 @@ CONFIGS = {
     "BCELoss": [{}],
     "BCEWithLogitsLoss": [{}],
     "KLDivLoss": [{}, {"log_target": True, "reduction": "sum"}],
+    # margin losses (adjoint/engine/layers/margin_losses.py)
+    "SoftMarginLoss": [{}, {"reduction": "sum"}],
+    "MarginRankingLoss": [{}, {"margin": Fraction(1, 2), "reduction": "none"}],
     "RNN": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 3, "num_layers": 2,
                                                   "nonlinearity": "relu", "bias": False, "bidirectional": True}],
     "LSTM": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "num_layers": 3,
@@ -183,7 +186,9 @@ def test_every_type_of_the_contract_is_there():
                  # learnable activations (tests/data/regressions/prelu_modules.yaml)
                  "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin",
                  # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)
-                 "PixelShuffle", "PixelUnshuffle"]
+                 "PixelShuffle", "PixelUnshuffle",
+                 # margin losses (tests/test_margin_losses.py)
+                 "SoftMarginLoss", "MarginRankingLoss"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees
