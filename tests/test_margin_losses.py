@@ -24,6 +24,7 @@ TENSORS = {
     "a": ([[0.5, -1.0, 2.0], [0.0, 1.5, -0.25]], True, None),
     "b": ([[1.0, 0.25, -0.5], [0.75, -2.0, 0.5]], True, None),
     "s": ([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]], False, None),
+    "r": ([1.0, -1.0], False, None),
 }
 
 
@@ -63,6 +64,17 @@ FUNCTIONAL = [
       for r in ("mean", "sum", "none") for m in (0, 0.5)),
     ("torch.nn.functional.margin_ranking_loss(a, b[:1], s)",
      lambda t: F.margin_ranking_loss(t["a"], t["b"][:1], t["s"]), ["a", "b", "s"]),
+    *((f'torch.nn.functional.hinge_embedding_loss(a, s, margin={m}, reduction="{r}")',
+       lambda t, r=r, m=m: F.hinge_embedding_loss(t["a"], t["s"], margin=m, reduction=r), ["a", "s"])
+      for r in ("mean", "sum", "none") for m in (1, 0.5)),
+    ("torch.nn.functional.hinge_embedding_loss(a, b)", lambda t: F.hinge_embedding_loss(t["a"], t["b"]), ["a", "b"]),
+    *((f'torch.nn.functional.cosine_embedding_loss(a, b, r, margin={m}, reduction="{r}")',
+       lambda t, r=r, m=m: F.cosine_embedding_loss(t["a"], t["b"], t["r"], margin=m, reduction=r), ["a", "b", "r"])
+      for r in ("mean", "sum", "none") for m in (0, -0.5)),
+    ("torch.nn.functional.cosine_embedding_loss(a[0], b[1], r[0])",
+     lambda t: F.cosine_embedding_loss(t["a"][0], t["b"][1], t["r"][0]), ["a", "b", "r"]),
+    ("torch.nn.functional.cosine_embedding_loss(a, b[:1], r * 0)",
+     lambda t: F.cosine_embedding_loss(t["a"], t["b"][:1], t["r"] * 0), ["a", "b", "r"]),
 ]
 
 
@@ -85,6 +97,12 @@ MODULES = [
     *(("MarginRankingLoss", {"margin": 0.5, "reduction": r}, "L(a, b, s)",
        lambda r=r: nn.MarginRankingLoss(margin=0.5, reduction=r), lambda L, t: L(t["a"], t["b"], t["s"]),
        ["a", "b", "s"]) for r in ("mean", "sum", "none")),
+    *(("HingeEmbeddingLoss", {"margin": 0.5, "reduction": r}, "L(a, s)",
+       lambda r=r: nn.HingeEmbeddingLoss(margin=0.5, reduction=r), lambda L, t: L(t["a"], t["s"]), ["a", "s"])
+      for r in ("mean", "sum", "none")),
+    *(("CosineEmbeddingLoss", {"margin": 0.25, "reduction": r}, "L(a, b, r)",
+       lambda r=r: nn.CosineEmbeddingLoss(margin=0.25, reduction=r), lambda L, t: L(t["a"], t["b"], t["r"]),
+       ["a", "b", "r"]) for r in ("mean", "sum", "none")),
 ]
 
 

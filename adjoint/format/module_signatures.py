@@ -557,6 +557,8 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     # margin losses (adjoint/engine/layers/margin_losses.py)
     _loss("SoftMarginLoss"),
     _loss("MarginRankingLoss", ArgSpec("margin", "float", Fraction(0)), inputs=("input1", "input2", "target")),
+    _loss("HingeEmbeddingLoss", ArgSpec("margin", "float", Fraction(1))),
+    _loss("CosineEmbeddingLoss", ArgSpec("margin", "float", Fraction(0)), inputs=("input1", "input2", "target")),
     # recurrent layers
     _rnn("RNN", 1, nonlinearity=True),
     _rnn("LSTM", 4, proj=True),

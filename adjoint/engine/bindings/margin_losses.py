@@ -12,7 +12,12 @@
 * ``hinge_embedding_loss``: ATen's ``zeros_like(self)``, ``margin - self`` (C++'s
   ``empty_like(self).fill_(margin).sub_(self)``: an in-place ``SubBackward0`` whose first edge is
   None), ``clamp_min_(0)``, ``where(target != 1, that, zeros)``, ``where(target != -1, self,
-  zeros)``, their sum (``AddBackward0``), reduced; the target gets no gradient (it is only compared).
+  zeros)``, their sum (``AddBackward0``), reduced; the target gets no gradient (it is only compared);
+* ``cosine_embedding_loss``: ATen's checks of the ranks (a 0-d target with 1-D inputs, a 1-D one
+  with 2-D inputs), then cos = sum(x1 x2) / sqrt_((sum(x1 x1) + EPS) (sum(x2 x2) + EPS)) over the
+  last dim (EPS the double 1e-12; ``sqrt_`` in place), ``1 - cos`` (an in-place ``SubBackward0``,
+  first edge None), ``(cos - margin).clamp_min_(0)`` (``SubBackward1``, ``ClampMinBackward0``),
+  ``where(target == 1, ...)``, ``where(target == -1, ...)``, their sum, reduced.
 
 The deprecated ``size_average`` / ``reduce`` are refused (use ``reduction``), as for the other losses.
 """
@@ -77,16 +82,55 @@ def lower_margin_ranking_loss(rt, a: dict, loc: Loc):
 
 # ----------------------------------------------------------------------------- hinge_embedding_loss
 
+def _scalar_minus(rt, value, x: Tensor, loc: Loc) -> Tensor:
+    """C++'s ``double - tensor``: ``empty_like(x).fill_(value).sub_(x)``: an in-place
+    ``SubBackward0`` whose first edge (the filled tensor's) is None."""
+    return apply_inplace(rt, "sub", rt.apply("full_like", [x], value, loc), [x], None, loc)
+
+
 def lower_hinge_embedding_loss(rt, a: dict, loc: Loc):
     x, t = a["input"], a["target"]
     reduction = reduction_enum(rt, reduction_of(a, loc, "hinge_embedding_loss"))
     _float_tensor(x, "the input", "hinge_embedding_loss", loc)
     zeros = rt.apply("full_like", [x], Fraction(0), loc)
-    filled = rt.apply("full_like", [x], a["margin"], loc)
-    margin_clamp = apply_inplace(rt, "clamp_min", apply_inplace(rt, "sub", filled, [x], None, loc), [], 0, loc)
+    margin_clamp = apply_inplace(rt, "clamp_min", _scalar_minus(rt, a["margin"], x, loc), [], 0, loc)
     output_margin = rt.apply("where", [margin_clamp, zeros, rt.apply("compare", [t, Fraction(1)], "ne", loc)], None, loc)
     output_self = rt.apply("where", [x, zeros, rt.apply("compare", [t, Fraction(-1)], "ne", loc)], None, loc)
     return _reduce(rt, rt.apply("add", [output_margin, output_self], None, loc), reduction, loc)
+
+
+# ----------------------------------------------------------------------------- cosine_embedding_loss
+
+#: cosine_embedding_loss's EPSILON, added to each squared magnitude (a C++ double)
+COSINE_EPSILON = Fraction(1e-12)
+
+
+def lower_cosine_embedding_loss(rt, a: dict, loc: Loc):
+    x1, x2, t = a["input1"], a["input2"], a["target"]
+    reduction = reduction_enum(rt, reduction_of(a, loc, "cosine_embedding_loss"))
+    rank = len(t.shape)
+    if rank > 1:   # ATen's checks, before any node
+        raise TorchError("RuntimeError", "0D or 1D target tensor expected, multi-target not supported")
+    if len(x1.shape) != rank + 1 or len(x2.shape) != rank + 1:
+        raise TorchError("RuntimeError", f"{rank}D target tensor expects {rank + 1}D input tensors, but found inputs "
+                                         f"with sizes {list(x1.shape)} and {list(x2.shape)}.")
+    for x in (x1, x2):
+        _float_tensor(x, "an input", "cosine_embedding_loss", loc)
+
+    def summed(u, v):
+        return rt.apply("sum_dim", [rt.apply("mul", [u, v], None, loc)], ((rank,), False), loc)
+
+    prod_sum = summed(x1, x2)
+    mag_square1 = rt.apply("add_scalar", [summed(x1, x1)], COSINE_EPSILON, loc)
+    mag_square2 = rt.apply("add_scalar", [summed(x2, x2)], COSINE_EPSILON, loc)
+    denom = apply_inplace(rt, "sqrt", rt.apply("mul", [mag_square1, mag_square2], None, loc), [], None, loc)
+    cos = rt.apply("div", [prod_sum, denom], None, loc)
+    zeros = rt.apply("full_like", [cos], Fraction(0), loc)
+    pos = _scalar_minus(rt, Fraction(1), cos, loc)
+    neg = apply_inplace(rt, "clamp_min", rt.apply("sub_scalar", [cos], a["margin"], loc), [], 0, loc)
+    output_pos = rt.apply("where", [pos, zeros, rt.apply("compare", [t, Fraction(1)], "eq", loc)], None, loc)
+    output_neg = rt.apply("where", [neg, zeros, rt.apply("compare", [t, Fraction(-1)], "eq", loc)], None, loc)
+    return _reduce(rt, rt.apply("add", [output_pos, output_neg], None, loc), reduction, loc)
 
 
 # ----------------------------------------------------------------------------- the table
@@ -105,4 +149,8 @@ FUNCTIONS = (
     Function("hinge_embedding_loss", _IT + (Param("margin", "number", Fraction(1)),) + _OLD + (_RED,),
              lower_hinge_embedding_loss, where="function",
              doc="SubBackward0 (margin - x, in place), ClampMinBackward0, WhereBackward0 x2, AddBackward0, the reduction"),
+    Function("cosine_embedding_loss", (Param("input1", "tensor"), Param("input2", "tensor"), Param("target", "tensor"),
+                                       _MARGIN0) + _OLD + (_RED,), lower_cosine_embedding_loss, where="function",
+             doc="mul, sum, add eps (x3), mul, sqrt_, div; 1 - cos; (cos - margin).clamp_min_(0); where x2; add; "
+                 "the reduction"),
 )

@@ -15,7 +15,17 @@ def margin_ranking_forward(c):
     return _call(c, "margin_ranking_loss", ("margin", "reduction"), names=("input1", "input2", "target"))
 
 
+def hinge_embedding_forward(c):
+    return _call(c, "hinge_embedding_loss", ("margin", "reduction"))
+
+
+def cosine_embedding_forward(c):
+    return _call(c, "cosine_embedding_loss", ("margin", "reduction"), names=("input1", "input2", "target"))
+
+
 FORWARDS = {
+    "CosineEmbeddingLoss": cosine_embedding_forward,
+    "HingeEmbeddingLoss": hinge_embedding_forward,
     "MarginRankingLoss": margin_ranking_forward,
     "SoftMarginLoss": soft_margin_forward,
 }

@@ -9,14 +9,18 @@ mean). It saves self, then target (probed with ``saved_tensors_hooks``). A bool 
 the forward (``mul_`` by 0 / 1) and the backward's ``-target`` refuses it.
 
 The other margin losses (margin_ranking, hinge_embedding, cosine_embedding,
-multilabel_soft_margin) are composites of existing primitives: adjoint/engine/bindings/margin_losses.py.
+multilabel_soft_margin) are composites: adjoint/engine/bindings/margin_losses.py. Also here,
+apart at the end, the one general primitive cosine_embedding_loss needs that no family had:
+``sub_scalar`` (``SubBackward1``, C++'s ``tensor - double``; nothing saved).
 """
 
 from __future__ import annotations
 
-from adjoint.values.mathtree import Fn, TFn, generic_vjp
+from fractions import Fraction
+
+from adjoint.values.mathtree import Fn, TBin, TConst, TFn, generic_vjp, number
 from adjoint.engine.ops.record import Check, Math, Op, Save
-from adjoint.engine.ops.arith import NEG_BOOL
+from adjoint.engine.ops.arith import NEG_BOOL, same_shape
 from adjoint.engine.ops.losses import Pointwise, reduce, reduced_shape, spread
 
 
@@ -47,6 +51,18 @@ def _soft_margin_formula(a, p, shape, k):
 
 _TARGET = ((1, -1, 1),)
 
+# ----------------------------------------------------------------------------- sub by a C++ scalar
+
+def sub_scalar_forward(B, ins, p):
+    return B.sub(ins[0], B.scalar(p))
+
+
+def sub_scalar_vjp(B, gs, ins, outs, p, need):
+    return [gs[0]]
+
+
+_SUB_SCALAR = Math(lambda a, p, shape, k: TBin("sub", a[0], TConst(number(p)), tuple(shape)))
+
 OPS = (
     Op("soft_margin_loss", "SoftMarginLossBackward0", soft_margin_forward, soft_margin_vjp, reduced_shape,
        (Save("self", "in", 0), Save("target", "in", 1)),
@@ -54,6 +70,8 @@ OPS = (
        differentiable=(True, False), math=Math(_soft_margin_formula), backward_error=soft_margin_backward_error,
        nonfinite="a mean over no element (0 / 0)",
        checks=tuple(Check(((3,),), Pointwise(r), fixed=_TARGET) for r in ("mean", "sum", "none"))),
+    Op("sub_scalar", "SubBackward1", sub_scalar_forward, sub_scalar_vjp, same_shape, (), "g",
+       math=_SUB_SCALAR, checks=(Check(((2,),), Fraction(1, 30)),)),
 )
 
 
