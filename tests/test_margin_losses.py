@@ -25,6 +25,9 @@ TENSORS = {
     "b": ([[1.0, 0.25, -0.5], [0.75, -2.0, 0.5]], True, None),
     "s": ([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]], False, None),
     "r": ([1.0, -1.0], False, None),
+    "p": ([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]], True, None),
+    "w": ([1.0, 2.0, 0.5], False, None),
+    "wg": ([1.0, 2.0, 0.5], True, None),
 }
 
 
@@ -75,6 +78,13 @@ FUNCTIONAL = [
      lambda t: F.cosine_embedding_loss(t["a"][0], t["b"][1], t["r"][0]), ["a", "b", "r"]),
     ("torch.nn.functional.cosine_embedding_loss(a, b[:1], r * 0)",
      lambda t: F.cosine_embedding_loss(t["a"], t["b"][:1], t["r"] * 0), ["a", "b", "r"]),
+    *((f'torch.nn.functional.multilabel_soft_margin_loss(a, p, reduction="{r}")',
+       lambda t, r=r: F.multilabel_soft_margin_loss(t["a"], t["p"], reduction=r), ["a", "p"])
+      for r in ("mean", "sum", "none")),
+    ("torch.nn.functional.multilabel_soft_margin_loss(a, p, weight=wg)",
+     lambda t: F.multilabel_soft_margin_loss(t["a"], t["p"], weight=t["wg"]), ["a", "p", "wg"]),
+    ("torch.nn.functional.multilabel_soft_margin_loss(a[0], p[1], w, reduction=\"none\")",
+     lambda t: F.multilabel_soft_margin_loss(t["a"][0], t["p"][1], t["w"], reduction="none"), ["a", "p", "w"]),
 ]
 
 
@@ -103,6 +113,9 @@ MODULES = [
     *(("CosineEmbeddingLoss", {"margin": 0.25, "reduction": r}, "L(a, b, r)",
        lambda r=r: nn.CosineEmbeddingLoss(margin=0.25, reduction=r), lambda L, t: L(t["a"], t["b"], t["r"]),
        ["a", "b", "r"]) for r in ("mean", "sum", "none")),
+    *(("MultiLabelSoftMarginLoss", {"reduction": r}, "L(a, p)",
+       lambda r=r: nn.MultiLabelSoftMarginLoss(reduction=r), lambda L, t: L(t["a"], t["p"]), ["a", "p"])
+      for r in ("mean", "sum", "none")),
 ]
 
 
@@ -172,3 +185,18 @@ def test_deprecated_size_average_is_refused():
     text = _problem("torch.nn.functional.soft_margin_loss(a, s, size_average=False)", ["a", "s"])
     with pytest.raises(adjoint.ProblemError, match="'size_average' is deprecated"):
         adjoint.loads(text).solve()
+
+
+def test_multilabel_soft_margin_weight_is_a_buffer():
+    """MultiLabelSoftMarginLoss's weight is a buffer (a _WeightedLoss): given under buffers, used by the forward."""
+    child = "{type: MultiLabelSoftMarginLoss, args: {reduction: sum}, buffers: {weight: [1.0, 2.0, 0.5]}}"
+    case = Case(_problem("L(a, p)", ["a", "p"], child))
+    ts = _torch_inputs(["a", "p"])
+    L = nn.MultiLabelSoftMarginLoss(weight=torch.tensor([1.0, 2.0, 0.5], dtype=F64), reduction="sum")
+    assert [n for n, _ in L.named_buffers()] == ["weight"]
+    h = L(ts["a"], ts["p"])
+    (h * h).sum().backward()
+    assert case.chain("h") == torch_chain(h, _leaves(ts))
+    assert_close(case.value("h"), h, "h")
+    for n, t in _leaves(ts).items():
+        assert_close(case.grad(n), t.grad, f"grad of {n}")

@@ -111,6 +111,7 @@ CONFIGS = {
     "MarginRankingLoss": [{}, {"margin": Fraction(1, 2), "reduction": "none"}],
     "HingeEmbeddingLoss": [{}, {"margin": Fraction(3, 2), "reduction": "sum"}],
     "CosineEmbeddingLoss": [{}, {"margin": Fraction(1, 4), "reduction": "none"}],
+    "MultiLabelSoftMarginLoss": [{}, {"reduction": "sum"}],
     "RNN": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 3, "num_layers": 2,
                                                   "nonlinearity": "relu", "bias": False, "bidirectional": True}],
     "LSTM": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "num_layers": 3,
@@ -191,7 +192,7 @@ def test_every_type_of_the_contract_is_there():
                  "PixelShuffle", "PixelUnshuffle",
                  # margin losses (tests/test_margin_losses.py)
                  "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
-                 "CosineEmbeddingLoss"]
+                 "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees

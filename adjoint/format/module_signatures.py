@@ -559,6 +559,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _loss("MarginRankingLoss", ArgSpec("margin", "float", Fraction(0)), inputs=("input1", "input2", "target")),
     _loss("HingeEmbeddingLoss", ArgSpec("margin", "float", Fraction(1))),
     _loss("CosineEmbeddingLoss", ArgSpec("margin", "float", Fraction(0)), inputs=("input1", "input2", "target")),
+    _loss("MultiLabelSoftMarginLoss", buffers=_weighted_loss_buffers),
     # recurrent layers
     _rnn("RNN", 1, nonlinearity=True),
     _rnn("LSTM", 4, proj=True),

@@ -17,7 +17,13 @@
   with 2-D inputs), then cos = sum(x1 x2) / sqrt_((sum(x1 x1) + EPS) (sum(x2 x2) + EPS)) over the
   last dim (EPS the double 1e-12; ``sqrt_`` in place), ``1 - cos`` (an in-place ``SubBackward0``,
   first edge None), ``(cos - margin).clamp_min_(0)`` (``SubBackward1``, ``ClampMinBackward0``),
-  ``where(target == 1, ...)``, ``where(target == -1, ...)``, their sum, reduced.
+  ``where(target == 1, ...)``, ``where(target == -1, ...)``, their sum, reduced;
+* ``multilabel_soft_margin_loss``: Python in F, so Python's operators:
+  ``-(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))`` (``MulBackward0``,
+  ``RsubBackward1``, ``NegBackward0``, ``LogSigmoidBackward0`` ...), times the weight, summed over the
+  last dim and divided by its size (a Python int: ``DivBackward0``), then ``mean()`` / ``sum()``;
+  the reduction is read only at the end (no ``_Reduction`` enum: an unknown one is
+  "NAME is not valid", after every node above).
 
 The deprecated ``size_average`` / ``reduce`` are refused (use ``reduction``), as for the other losses.
 """
@@ -32,6 +38,8 @@ from adjoint.engine.inplace import apply_inplace
 from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.ops.losses import Pointwise
 from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.core import binary
+from adjoint.engine.bindings.glue import size_dim
 from adjoint.engine.bindings.losses import (_float_tensor, _no_grad_arg, _output_mismatch, _reduce, reduction_enum,
                                             reduction_of)
 from adjoint.engine.torch_errors import TorchError, torch_size
@@ -133,6 +141,32 @@ def lower_cosine_embedding_loss(rt, a: dict, loc: Loc):
     return _reduce(rt, rt.apply("add", [output_pos, output_neg], None, loc), reduction, loc)
 
 
+# ----------------------------------------------------------------------------- multilabel_soft_margin_loss
+
+def lower_multilabel_soft_margin_loss(rt, a: dict, loc: Loc):
+    x, t, weight = a["input"], a["target"], a["weight"]
+    reduction = reduction_of(a, loc, "multilabel_soft_margin_loss")
+    _float_tensor(x, "the input", "multilabel_soft_margin_loss", loc)
+
+    def logsigmoid(u):
+        return rt.apply("log_sigmoid", [u], None, loc)[0]
+
+    pos = binary(rt, "*", t, logsigmoid(x), loc)
+    neg_side = binary(rt, "-", Fraction(1), t, loc)
+    neg = binary(rt, "*", neg_side, logsigmoid(rt.apply("neg", [x], None, loc)), loc)
+    loss = rt.apply("neg", [binary(rt, "+", pos, neg, loc)], None, loc)
+    if weight is not None:
+        loss = binary(rt, "*", loss, weight, loc)
+    class_dim = len(x.shape) - 1
+    n_classes = size_dim(x, class_dim)
+    loss = binary(rt, "/", rt.apply("sum_dim", [loss], ((class_dim,), False), loc), Fraction(n_classes), loc)
+    if reduction == "none":
+        return loss
+    if reduction in ("mean", "sum"):
+        return rt.apply(reduction, [loss], None, loc)
+    raise TorchError("ValueError", f"{reduction} is not valid")
+
+
 # ----------------------------------------------------------------------------- the table
 
 _IT = (Param("input", "tensor"), Param("target", "tensor"))
@@ -153,4 +187,8 @@ FUNCTIONS = (
                                        _MARGIN0) + _OLD + (_RED,), lower_cosine_embedding_loss, where="function",
              doc="mul, sum, add eps (x3), mul, sqrt_, div; 1 - cos; (cos - margin).clamp_min_(0); where x2; add; "
                  "the reduction"),
+    Function("multilabel_soft_margin_loss", _IT + (Param("weight", "tensor", None),) + _OLD + (_RED,),
+             lower_multilabel_soft_margin_loss, where="function",
+             doc="LogSigmoidBackward0, MulBackward0, RsubBackward1, NegBackward0, LogSigmoidBackward0, MulBackward0, "
+                 "AddBackward0, NegBackward0, (MulBackward0 by the weight), SumBackward1, DivBackward0, the reduction"),
 )

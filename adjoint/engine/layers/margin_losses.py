@@ -23,7 +23,12 @@ def cosine_embedding_forward(c):
     return _call(c, "cosine_embedding_loss", ("margin", "reduction"), names=("input1", "input2", "target"))
 
 
+def multilabel_soft_margin_forward(c):
+    return _call(c, "multilabel_soft_margin_loss", ("reduction",), ("weight",))
+
+
 FORWARDS = {
+    "MultiLabelSoftMarginLoss": multilabel_soft_margin_forward,
     "CosineEmbeddingLoss": cosine_embedding_forward,
     "HingeEmbeddingLoss": hinge_embedding_forward,
     "MarginRankingLoss": margin_ranking_forward,
