@@ -106,6 +106,12 @@ CONFIGS = {
     "BCELoss": [{}],
     "BCEWithLogitsLoss": [{}],
     "KLDivLoss": [{}, {"log_target": True, "reduction": "sum"}],
+    # margin losses (adjoint/engine/layers/margin_losses.py)
+    "SoftMarginLoss": [{}, {"reduction": "sum"}],
+    "MarginRankingLoss": [{}, {"margin": Fraction(1, 2), "reduction": "none"}],
+    "HingeEmbeddingLoss": [{}, {"margin": Fraction(3, 2), "reduction": "sum"}],
+    "CosineEmbeddingLoss": [{}, {"margin": Fraction(1, 4), "reduction": "none"}],
+    "MultiLabelSoftMarginLoss": [{}, {"reduction": "sum"}],
     "RNN": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 3, "num_layers": 2,
                                                   "nonlinearity": "relu", "bias": False, "bidirectional": True}],
     "LSTM": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "num_layers": 3,
@@ -191,7 +197,11 @@ def test_every_type_of_the_contract_is_there():
                  # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)
                  "PixelShuffle", "PixelUnshuffle",
                  # 3-D batch norm and instance norms (style transfer, 3-D U-Nets; tests/test_nn_instance_norm.py)
-                 "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+                 "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+
+                 # margin losses (tests/test_margin_losses.py)
+                 "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
+                 "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees

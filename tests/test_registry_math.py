@@ -34,6 +34,8 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "masked_fill_tensor", "masked_select", "hardswish", "mish", "diagonal", "unfold",
            # adjoint/engine/ops/transcendental.py
            "atan2",
+           # adjoint/engine/ops/margin_losses.py
+           "soft_margin_loss",
            # adjoint/engine/ops/conv.py
            "im2col", "col2im",
            # adjoint/engine/ops/padding.py

@@ -452,8 +452,9 @@ def _instancenorm(name: str) -> NNType:
         params=_batchnorm_params, buffers=_batchnorm_buffers)
 
 
-def _loss(name: str, *extra: ArgSpec, buffers=_no_buffers, reduction: ArgSpec | None = None) -> NNType:
-    return NNType(name, (reduction or _reduction(),) + extra, inputs=("input", "target"), buffers=buffers, loss=True)
+def _loss(name: str, *extra: ArgSpec, buffers=_no_buffers, reduction: ArgSpec | None = None,
+          inputs: tuple[str, ...] = ("input", "target")) -> NNType:
+    return NNType(name, (reduction or _reduction(),) + extra, inputs=inputs, buffers=buffers, loss=True)
 
 
 TYPES: dict[str, NNType] = {t.name: t for t in (
@@ -563,6 +564,12 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _loss("BCELoss", buffers=_weighted_loss_buffers),
     _loss("BCEWithLogitsLoss", buffers=_bce_logits_buffers),
     _loss("KLDivLoss", ArgSpec("log_target", "bool", False), reduction=_reduction("batchmean")),
+    # margin losses (adjoint/engine/layers/margin_losses.py)
+    _loss("SoftMarginLoss"),
+    _loss("MarginRankingLoss", ArgSpec("margin", "float", Fraction(0)), inputs=("input1", "input2", "target")),
+    _loss("HingeEmbeddingLoss", ArgSpec("margin", "float", Fraction(1))),
+    _loss("CosineEmbeddingLoss", ArgSpec("margin", "float", Fraction(0)), inputs=("input1", "input2", "target")),
+    _loss("MultiLabelSoftMarginLoss", buffers=_weighted_loss_buffers),
     # recurrent layers
     _rnn("RNN", 1, nonlinearity=True),
     _rnn("LSTM", 4, proj=True),

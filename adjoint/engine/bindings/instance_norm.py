@@ -79,10 +79,6 @@ def instance_norm(rt, x: Tensor, running_mean, running_var, weight, bias, use_in
 
 
 def lower_instance_norm(rt, a: dict, loc: Loc):
-    if a.prefix == "torch.":   # the raw ATen binding: another argument order, every argument required
-        raise ProblemError(loc, "torch.instance_norm is ATen's binding (input, weight, bias, running_mean, "
-                                "running_var, use_input_stats, momentum, eps, cudnn_enabled), which adjoint does not "
-                                "model; call F.instance_norm(input, running_mean, running_var, weight, bias, ...)")
     return instance_norm(rt, a["input"], a["running_mean"], a["running_var"], a["weight"], a["bias"],
                          a["use_input_stats"], a["momentum"], a["eps"], loc)
 

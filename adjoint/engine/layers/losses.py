@@ -13,7 +13,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.bindings import call_function
 
 
-def _inputs(c, names: tuple[str, str] = ("input", "target")) -> list:
+def _inputs(c, names: tuple[str, ...] = ("input", "target")) -> list:
     """``forward(self, input, target)``'s two arguments (or ``names``), given by position or by name."""
     got = list(c.args)
     for k in c.kwargs:
@@ -25,21 +25,22 @@ def _inputs(c, names: tuple[str, str] = ("input", "target")) -> list:
             raise ProblemError(c.loc, f"{c.module.type}.forward() missing required argument '{n}': Python raises "
                                       "TypeError")
         got.append(c.kwargs[n])
-    if len(got) != 2 or any(n in c.kwargs for n in names[:len(c.args)]):
+    if len(got) != len(names) or any(n in c.kwargs for n in names[:len(c.args)]):
         raise ProblemError(c.loc, f"{c.module.type}.forward() takes {' and '.join(names)} once each: Python raises "
                                   "TypeError")
     return got
 
 
-def _call(c, fn: str, keys: tuple[str, ...], buffers: tuple[str, ...] = ()):
-    """``F.fn(input, target, key=self.key, ...)``, ints handed over as the expression language's numbers."""
+def _call(c, fn: str, keys: tuple[str, ...], buffers: tuple[str, ...] = (), names: tuple[str, ...] = ("input", "target")):
+    """``F.fn(input, target, key=self.key, ...)`` (or the forward's ``names``), ints handed over as the expression
+    language's numbers."""
     kwargs = {}
     for k in keys:
         v = c.arg(k)
         kwargs[k] = Fraction(v) if isinstance(v, int) and not isinstance(v, bool) else v
     for b in buffers:
         kwargs[b] = c.buffers.get(b)
-    return call_function(c.rt, fn, _inputs(c), kwargs, c.loc)
+    return call_function(c.rt, fn, _inputs(c, names), kwargs, c.loc)
 
 
 def mse_forward(c):
