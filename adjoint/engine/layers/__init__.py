@@ -42,7 +42,7 @@ class LayerCall:
 
 #: the family modules, in the order a lookup imports them
 FAMILIES = ("basic", "activations", "nn", "losses", "swish", "recurrent", "recurrent_packed", "transformer",
-            "transformer_stack", "nn3d")
+            "transformer_stack", "nn3d", "nll_losses")
 
 _forwards: dict[str, Callable] = {}
 

@@ -13,7 +13,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.bindings import call_function
 
 
-def _inputs(c, names: tuple[str, str] = ("input", "target")) -> list:
+def _inputs(c, names: tuple[str, ...] = ("input", "target")) -> list:
     """``forward(self, input, target)``'s two arguments (or ``names``), given by position or by name."""
     got = list(c.args)
     for k in c.kwargs:
@@ -25,7 +25,7 @@ def _inputs(c, names: tuple[str, str] = ("input", "target")) -> list:
             raise ProblemError(c.loc, f"{c.module.type}.forward() missing required argument '{n}': Python raises "
                                       "TypeError")
         got.append(c.kwargs[n])
-    if len(got) != 2 or any(n in c.kwargs for n in names[:len(c.args)]):
+    if len(got) != len(names) or any(n in c.kwargs for n in names[:len(c.args)]):
         raise ProblemError(c.loc, f"{c.module.type}.forward() takes {' and '.join(names)} once each: Python raises "
                                   "TypeError")
     return got
