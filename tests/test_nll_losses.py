@@ -1,5 +1,6 @@
-"""The likelihood and distance losses against real torch 2.13 (float64): F.poisson_nll_loss and
-nn.PoissonNLLLoss. Each case is solved by adjoint and run by hand in torch (tests/opcheck.py:
+"""The likelihood and distance losses against real torch 2.13 (float64): F.poisson_nll_loss,
+F.pairwise_distance, F.triplet_margin_loss, F.gaussian_nll_loss and their modules
+(PoissonNLLLoss, PairwiseDistance, TripletMarginLoss, GaussianNLLLoss). Each case is solved by adjoint and run by hand in torch (tests/opcheck.py:
 node chain with creation order and edges, values, every input's gradient, the legacy hook's
 grad_input, the saved-tensor packs and unpacks); PyTorch's own refusals (type and exact
 message) are compared with the error the answer predicts. Expected values come from torch."""

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.signature import Function, Param, describe
 from adjoint.engine.bindings.losses import _reduce, reduction_of
 from adjoint.engine.torch_errors import TorchError
 
@@ -208,7 +208,8 @@ def lower_gaussian_nll_loss(rt, a: dict, loc: Loc):
     elif isinstance(var, (Fraction, bool)):
         var = _number_var(rt, x, var, a.type_of("var"), loc)
     else:
-        raise ProblemError(loc, "gaussian_nll_loss(): var must be a tensor or a number")
+        raise ProblemError(loc, f"gaussian_nll_loss(): a var of {describe(var)} is not modelled (PyTorch compares it "
+                                "with 0 first); give a tensor or a float")
     var = _var_of_input_size(rt, x, var, loc)
     if reduction not in ("none", "mean", "sum"):
         raise TorchError("ValueError", f"{reduction} is not valid")
