@@ -112,6 +112,11 @@ CONFIGS = {
     "HingeEmbeddingLoss": [{}, {"margin": Fraction(3, 2), "reduction": "sum"}],
     "CosineEmbeddingLoss": [{}, {"margin": Fraction(1, 4), "reduction": "none"}],
     "MultiLabelSoftMarginLoss": [{}, {"reduction": "sum"}],
+    "PoissonNLLLoss": [{}, {"log_input": False, "full": True, "eps": Fraction(1, 4), "reduction": "sum"}],
+    "TripletMarginLoss": [{}, {"margin": Fraction(5, 2), "p": Fraction(1), "eps": Fraction(1, 8), "swap": True,
+                               "reduction": "none"}],
+    "PairwiseDistance": [{}, {"p": Fraction(3), "eps": Fraction(1, 4), "keepdim": True}],
+    "GaussianNLLLoss": [{}, {"full": True, "eps": Fraction(1, 8), "reduction": "sum"}],
     "RNN": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 3, "num_layers": 2,
                                                   "nonlinearity": "relu", "bias": False, "bidirectional": True}],
     "LSTM": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "num_layers": 3,
@@ -156,7 +161,7 @@ NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
 #: is kept, MSELoss and friends keep nothing else).
 UNSTORED = {"ConvTranspose1d": 1, "ConvTranspose2d": 1, "Linear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
             "BatchNorm3d": 1, "InstanceNorm1d": 1, "InstanceNorm2d": 1, "InstanceNorm3d": 1,
-            "GroupNorm": 1, "MultiheadAttention": 2,
+            "GroupNorm": 1, "MultiheadAttention": 2, "PairwiseDistance": 1,   # PairwiseDistance keeps p as norm
             # the Transformer layers keep only norm_first (the rest lives on their submodules; activation and
             # dropout are a function and a submodule there)
             "TransformerEncoderLayer": 8, "TransformerDecoderLayer": 8}
@@ -201,7 +206,11 @@ def test_every_type_of_the_contract_is_there():
 
                  # margin losses (tests/test_margin_losses.py)
                  "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
-                 "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss"]
+                 "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss",
+
+
+                 # likelihood and distance losses (tests/test_nll_losses.py)
+                 "PoissonNLLLoss", "TripletMarginLoss", "PairwiseDistance", "GaussianNLLLoss"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees
@@ -289,6 +298,8 @@ REFUSALS = [
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
     ("GRU", {"input_size": 1, "hidden_size": 2, "dropout": Fraction(3, 2)}),
     ("LSTM", {"input_size": 1, "hidden_size": 2, "proj_size": 2}),
+    ("TripletMarginLoss", {"margin": Fraction(0)}),
+    ("TripletMarginLoss", {"margin": Fraction(-3, 2)}),
 ]
 
 

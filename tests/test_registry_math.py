@@ -42,6 +42,8 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            *(f"{kind}_pad{rank}d" for kind in ("reflection", "replication") for rank in (1, 2, 3)), "_prelu_kernel", "glu", "pixel_shuffle", "pixel_unshuffle",
            # adjoint/engine/ops/recurrent.py: pack_padded_sequence's rows, written by name
            "pack_padded_sequence",
+           # adjoint/engine/ops/distance.py: at::norm's node (pairwise_distance), the vector norm's math
+           "norm_p",
            # adjoint/engine/ops/activations.py: the activations by name
            "log_sigmoid", "celu", "celu_", "hardsigmoid", "threshold", "threshold_", "softshrink", "hardshrink",
            # adjoint/engine/ops/indexing.py

@@ -953,7 +953,9 @@ def _builtin_args_ok(child: Module, args: list) -> bool:
     t = lookup(child.type)
     required = len(t.inputs) if t is not None and tuple(child.inputs) == t.inputs and t.optional_inputs \
         else len(args)
+    numbers = {t.inputs.index(n) for n in t.number_inputs} if t is not None else set()
     return all(isinstance(a, Tensor) or _tensor_tuple(a) or (k >= required and _optional_arg(a))
+               or (k in numbers and isinstance(a, Fraction) and not isinstance(a, bool))
                for k, a in enumerate(args))
 
 

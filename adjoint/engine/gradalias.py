@@ -237,7 +237,8 @@ FRESH = frozenset((
     "HardtanhBackward0", "MseLossBackward0", "HuberLossBackward0", "SmoothL1LossBackward0",
     "BinaryCrossEntropyBackward0", "BinaryCrossEntropyWithLogitsBackward0", "NllLossBackward0", "ReciprocalBackward0",
     "RepeatBackward0", "AmaxBackward0", "AminBackward0", "MaxBackward0", "MaxBackward1", "MinBackward0",
-    "MinBackward1", "VarBackward0", "LinalgVectorNormBackward0", "XlogyBackward0", "MaskedFillBackward0",
+    "MinBackward1", "VarBackward0", "LinalgVectorNormBackward0", "NormBackward1", "XlogyBackward0",
+    "MaskedFillBackward0",
     "ConstantPadNdBackward0", "ClampBackward0", "EmbeddingBackward0", "NativeLayerNormBackward0",
     "AsStridedBackward0", "SplitWithSizesBackward0", "ZeroBackward0", "MaxPool2DWithIndicesBackward0",
     "AvgPool2DBackward0", "ConvolutionBackward0", "NativeGroupNormBackward0", "NativeBatchNormBackward0",
@@ -616,7 +617,7 @@ POINTWISE = frozenset((
 #: gradient broadcast back over the reduced dims (var_backward: grad * (self - mean), norm:
 #: self * grad / norm, amax: a mask self == result; maximum: where(self == other, ...);
 #: where: where(cond, grad, 0), laid out after cond)
-LIKE_INPUT = frozenset(("VarBackward0", "LinalgVectorNormBackward0", "AmaxBackward0", "AminBackward0",
+LIKE_INPUT = frozenset(("VarBackward0", "LinalgVectorNormBackward0", "NormBackward1", "AmaxBackward0", "AminBackward0",
                         "MaximumBackward0", "MinimumBackward0", "WhereBackward0"))
 
 

@@ -119,6 +119,7 @@ class NNType:
     resolve: Callable[[dict], dict] = _as_given   # defaults torch derives from other args
     container: bool = False       # Sequential, ModuleList: children, no args
     loss: bool = False
+    number_inputs: tuple[str, ...] = ()   # inputs that may also be a Python number (GaussianNLLLoss's var)
     forward: object = None        # filled by the runtime
 
     @property
@@ -301,6 +302,13 @@ def _embedding_check(a: Args) -> tuple[tuple[str, str], ...]:
     idx, n = a["padding_idx"], a["num_embeddings"]
     if idx is not None and not -n <= idx < n:
         return (("padding_idx", "Padding_idx must be within num_embeddings"),)
+    return ()
+
+
+def _triplet_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if a["margin"] <= 0:
+        return (("margin", f"TripletMarginLoss: expected margin to be greater than 0, got {float(a['margin'])} "
+                           "instead"),)
     return ()
 
 
@@ -570,6 +578,19 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _loss("HingeEmbeddingLoss", ArgSpec("margin", "float", Fraction(1))),
     _loss("CosineEmbeddingLoss", ArgSpec("margin", "float", Fraction(0)), inputs=("input1", "input2", "target")),
     _loss("MultiLabelSoftMarginLoss", buffers=_weighted_loss_buffers),
+    # likelihood and distance losses (adjoint/engine/layers/nll_losses.py)
+    NNType("PoissonNLLLoss", (ArgSpec("log_input", "bool", True), ArgSpec("full", "bool", False),
+                              ArgSpec("eps", "float", Fraction(1, 10 ** 8)), _reduction()),
+           inputs=("log_input", "target"), loss=True),
+    NNType("TripletMarginLoss", (ArgSpec("margin", "float", Fraction(1)), ArgSpec("p", "float", Fraction(2)),
+                                 ArgSpec("eps", "float", Fraction(1, 10 ** 6)), ArgSpec("swap", "bool", False),
+                                 _reduction()),
+           inputs=("anchor", "positive", "negative"), check=_triplet_check, loss=True),
+    NNType("GaussianNLLLoss", (ArgSpec("full", "bool", False), ArgSpec("eps", "float", Fraction(1, 10 ** 6)),
+                               _reduction()),
+           inputs=("input", "target", "var"), number_inputs=("var",), loss=True),
+    NNType("PairwiseDistance", (ArgSpec("p", "float", Fraction(2)), ArgSpec("eps", "float", Fraction(1, 10 ** 6)),
+                                ArgSpec("keepdim", "bool", False)), inputs=("x1", "x2")),
     # recurrent layers
     _rnn("RNN", 1, nonlinearity=True),
     _rnn("LSTM", 4, proj=True),

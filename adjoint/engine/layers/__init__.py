@@ -42,7 +42,8 @@ class LayerCall:
 
 #: the family modules, in the order a lookup imports them
 FAMILIES = ("basic", "activations", "nn", "losses", "swish", "recurrent", "recurrent_packed", "transformer",
-            "transformer_stack", "nn3d", "instance_norm", "margin_losses")
+            "transformer_stack", "nn3d", "instance_norm", "margin_losses",
+            "nll_losses")
 
 _forwards: dict[str, Callable] = {}
 

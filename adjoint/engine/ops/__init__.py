@@ -36,7 +36,7 @@ __all__ = ["FAMILIES", "REGISTRY", "Check", "Math", "Op", "Save"]
 FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activations", "nn", "losses", "masking", "swish",
             "indexing", "recurrent", "second", "complexops", "pool3d", "safe_softmax", "delayed", "basics",
             "transcendental", "rearrange", "prod", "upsample", "padding", "prelu", "glu", "pixel", "second_layers",
-            "margin_losses")
+            "margin_losses", "distance")
 
 _registry: dict[str, Op] = {}
 

@@ -134,6 +134,8 @@ def _read(module: nn.Module, tname: str, spec) -> object:
         return _bias_present(module, tname)
     if spec.name == "add_bias_kv":
         return module.bias_k is not None
+    if tname == "PairwiseDistance" and spec.name == "p":
+        return module.norm   # nn.PairwiseDistance keeps its p as ``norm``
     if tname == "MultiheadAttention" and spec.name in ("kdim", "vdim"):
         value = getattr(module, spec.name)
         return None if value == module.embed_dim else value
