@@ -26,6 +26,8 @@ CONFIGS = {
                          "dilation": (2, 2)}],
     "Upsample": [{"scale_factor": 2}, {"size": (4, 4), "mode": "bilinear", "align_corners": True}],
     "Linear": [{"in_features": 3, "out_features": 2}, {"in_features": 1, "out_features": 4, "bias": False}],
+    "Bilinear": [{"in1_features": 3, "in2_features": 2, "out_features": 4},
+                 {"in1_features": 1, "in2_features": 3, "out_features": 2, "bias": False}],
     "ReLU": [{}, {"inplace": True}],
     "Tanh": [{}],
     "Sigmoid": [{}],
@@ -143,7 +145,7 @@ NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
 #: How many constructor arguments torch does not keep under their own name (Linear and Conv: bias;
 #: BatchNorm, LayerNorm, GroupNorm: bias; MultiheadAttention: bias, add_bias_kv; losses: the reduction
 #: is kept, MSELoss and friends keep nothing else).
-UNSTORED = {"ConvTranspose1d": 1, "ConvTranspose2d": 1, "Linear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
+UNSTORED = {"ConvTranspose1d": 1, "ConvTranspose2d": 1, "Linear": 1, "Bilinear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
             "GroupNorm": 1, "MultiheadAttention": 2,
             # the Transformer layers keep only norm_first (the rest lives on their submodules; activation and
             # dropout are a function and a submodule there)
@@ -183,7 +185,9 @@ def test_every_type_of_the_contract_is_there():
                  # learnable activations (tests/data/regressions/prelu_modules.yaml)
                  "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin",
                  # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)
-                 "PixelShuffle", "PixelUnshuffle"]
+                 "PixelShuffle", "PixelUnshuffle",
+                 # two-input layers (tests/data/regressions/bilinear_modules.yaml)
+                 "Bilinear"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees

@@ -143,6 +143,11 @@ def _linear_params(a: Args) -> tuple[ParamSpec, ...]:
     return out + ((ParamSpec("bias", (a["out_features"],)),) if a["bias"] else ())
 
 
+def _bilinear_params(a: Args) -> tuple[ParamSpec, ...]:
+    out = (ParamSpec("weight", (a["out_features"], a["in1_features"], a["in2_features"])),)
+    return out + ((ParamSpec("bias", (a["out_features"],)),) if a["bias"] else ())
+
+
 def _conv_params(a: Args) -> tuple[ParamSpec, ...]:
     shape = (a["out_channels"], a["in_channels"] // a["groups"]) + tuple(a["kernel_size"])
     out = (ParamSpec("weight", shape),)
@@ -612,6 +617,9 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                          ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True)),
            resolve=_avg_pool1d_resolve),
     NNType("AdaptiveAvgPool1d", (ArgSpec("output_size", "output_size", minimum=1, rank=1),)),
+    NNType("Bilinear", (ArgSpec("in1_features", "int", minimum=1), ArgSpec("in2_features", "int", minimum=1),
+                        ArgSpec("out_features", "int", minimum=1), ArgSpec("bias", "bool", True)),
+           inputs=("input1", "input2"), params=_bilinear_params),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

@@ -198,7 +198,13 @@ def embedding_forward(c):
                      c.arg("scale_grad_by_freq"), c.arg("sparse"), c.loc, c.arg("norm_type"))
 
 
+def bilinear_forward(c):
+    from adjoint.engine.bindings import call_function
+    return call_function(c.rt, "bilinear", [c.args[0], c.args[1], c.params["weight"], c.params.get("bias")], {}, c.loc)
+
+
 FORWARDS = {
+    "Bilinear": bilinear_forward,
     "Conv1d": _conv(1),
     "Conv2d": _conv(2),
     "ConvTranspose1d": _conv_transpose(1),
