@@ -28,6 +28,11 @@ CONFIGS = {
     "Linear": [{"in_features": 3, "out_features": 2}, {"in_features": 1, "out_features": 4, "bias": False}],
     "Bilinear": [{"in1_features": 3, "in2_features": 2, "out_features": 4},
                  {"in1_features": 1, "in2_features": 3, "out_features": 2, "bias": False}],
+    "EmbeddingBag": [{"num_embeddings": 5, "embedding_dim": 3},
+                     {"num_embeddings": 4, "embedding_dim": 2, "padding_idx": -1, "max_norm": Fraction(1),
+                      "mode": "max", "include_last_offset": True},
+                     {"num_embeddings": 3, "embedding_dim": 2, "mode": "sum", "scale_grad_by_freq": True,
+                      "padding_idx": 0}],
     "ReLU": [{}, {"inplace": True}],
     "Tanh": [{}],
     "Sigmoid": [{}],
@@ -187,7 +192,9 @@ def test_every_type_of_the_contract_is_there():
                  # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)
                  "PixelShuffle", "PixelUnshuffle",
                  # two-input layers (tests/data/regressions/bilinear_modules.yaml)
-                 "Bilinear"]
+                 "Bilinear",
+                 # bags of embeddings (tests/data/regressions/embedding_bag_modules.yaml)
+                 "EmbeddingBag"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees
@@ -273,6 +280,8 @@ REFUSALS = [
     ("Dropout", {"p": Fraction(3, 2)}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
+    ("EmbeddingBag", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
+    ("EmbeddingBag", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
     ("GRU", {"input_size": 1, "hidden_size": 2, "dropout": Fraction(3, 2)}),
     ("LSTM", {"input_size": 1, "hidden_size": 2, "proj_size": 2}),
 ]

@@ -309,6 +309,11 @@ def _embedding_check(a: Args) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+def _embedding_bag_check(a: Args) -> tuple[tuple[str, str], ...]:
+    """EmbeddingBag's own assert, worded with a lowercase p (Embedding's has a capital)."""
+    return tuple((arg, message[0].lower() + message[1:]) for arg, message in _embedding_check(a))
+
+
 # ----------------------------------------------------------------------------- derived defaults
 
 def _pool_resolve(a: dict) -> dict:
@@ -620,6 +625,14 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("Bilinear", (ArgSpec("in1_features", "int", minimum=1), ArgSpec("in2_features", "int", minimum=1),
                         ArgSpec("out_features", "int", minimum=1), ArgSpec("bias", "bool", True)),
            inputs=("input1", "input2"), params=_bilinear_params),
+    NNType("EmbeddingBag", (ArgSpec("num_embeddings", "int", minimum=1), ArgSpec("embedding_dim", "int", minimum=1),
+                            ArgSpec("max_norm", "opt_float", None), ArgSpec("norm_type", "float", Fraction(2)),
+                            ArgSpec("scale_grad_by_freq", "bool", False), ArgSpec("mode", "str", "mean"),
+                            ArgSpec("sparse", "bool", False), ArgSpec("include_last_offset", "bool", False),
+                            ArgSpec("padding_idx", "opt_int", None)),
+           optional_inputs=("offsets", "per_sample_weights"),
+           params=_embedding_params, check=_embedding_bag_check, resolve=_embedding_resolve,
+           raises="AssertionError"),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

@@ -25,7 +25,7 @@ __all__ = ["FAMILIES", "FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Fu
 #: the family modules, in the order a lookup imports them
 FAMILIES = ("core", "views", "activations", "reductions", "nn", "losses", "masking", "swish", "indexing", "complexfns",
             "attention", "conv3d", "delayed", "basics", "rearrange", "glue", "factories", "einsum", "upsample", "packed",
-            "bilinear")
+            "bilinear", "embedding_bag")
 
 _functions: dict[str, Function] = {}
 _methods: dict[str, Function] = {}
