@@ -26,6 +26,13 @@ CONFIGS = {
                          "dilation": (2, 2)}],
     "Upsample": [{"scale_factor": 2}, {"size": (4, 4), "mode": "bilinear", "align_corners": True}],
     "Linear": [{"in_features": 3, "out_features": 2}, {"in_features": 1, "out_features": 4, "bias": False}],
+    "Bilinear": [{"in1_features": 3, "in2_features": 2, "out_features": 4},
+                 {"in1_features": 1, "in2_features": 3, "out_features": 2, "bias": False}],
+    "EmbeddingBag": [{"num_embeddings": 5, "embedding_dim": 3},
+                     {"num_embeddings": 4, "embedding_dim": 2, "padding_idx": -1, "max_norm": Fraction(1),
+                      "mode": "max", "include_last_offset": True},
+                     {"num_embeddings": 3, "embedding_dim": 2, "mode": "sum", "scale_grad_by_freq": True,
+                      "padding_idx": 0}],
     "ReLU": [{}, {"inplace": True}],
     "Tanh": [{}],
     "Sigmoid": [{}],
@@ -159,7 +166,7 @@ NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
 #: How many constructor arguments torch does not keep under their own name (Linear and Conv: bias;
 #: BatchNorm, LayerNorm, GroupNorm: bias; MultiheadAttention: bias, add_bias_kv; losses: the reduction
 #: is kept, MSELoss and friends keep nothing else).
-UNSTORED = {"ConvTranspose1d": 1, "ConvTranspose2d": 1, "Linear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
+UNSTORED = {"ConvTranspose1d": 1, "ConvTranspose2d": 1, "Linear": 1, "Bilinear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
             "BatchNorm3d": 1, "InstanceNorm1d": 1, "InstanceNorm2d": 1, "InstanceNorm3d": 1,
             "GroupNorm": 1, "MultiheadAttention": 2, "PairwiseDistance": 1,   # PairwiseDistance keeps p as norm
             # the Transformer layers keep only norm_first (the rest lives on their submodules; activation and
@@ -210,7 +217,12 @@ def test_every_type_of_the_contract_is_there():
 
 
                  # likelihood and distance losses (tests/test_nll_losses.py)
-                 "PoissonNLLLoss", "TripletMarginLoss", "PairwiseDistance", "GaussianNLLLoss"]
+                 "PoissonNLLLoss", "TripletMarginLoss", "PairwiseDistance", "GaussianNLLLoss",
+
+                 # two-input layers (tests/data/regressions/bilinear_modules.yaml)
+                 "Bilinear",
+                 # bags of embeddings (tests/data/regressions/embedding_bag_modules.yaml)
+                 "EmbeddingBag"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees
@@ -296,6 +308,8 @@ REFUSALS = [
     ("Dropout", {"p": Fraction(3, 2)}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
+    ("EmbeddingBag", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
+    ("EmbeddingBag", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
     ("GRU", {"input_size": 1, "hidden_size": 2, "dropout": Fraction(3, 2)}),
     ("LSTM", {"input_size": 1, "hidden_size": 2, "proj_size": 2}),
     ("TripletMarginLoss", {"margin": Fraction(0)}),

@@ -40,6 +40,10 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "im2col", "col2im",
            # adjoint/engine/ops/padding.py
            *(f"{kind}_pad{rank}d" for kind in ("reflection", "replication") for rank in (1, 2, 3)), "_prelu_kernel", "glu", "pixel_shuffle", "pixel_unshuffle",
+           # adjoint/engine/ops/trilinear.py: nn.Bilinear's node, by name
+           "_trilinear",
+           # adjoint/engine/ops/embedding_bag.py: nn.EmbeddingBag's node, by name
+           "embedding_bag",
            # adjoint/engine/ops/recurrent.py: pack_padded_sequence's rows, written by name
            "pack_padded_sequence",
            # adjoint/engine/ops/distance.py: at::norm's node (pairwise_distance), the vector norm's math

@@ -430,7 +430,7 @@ def save_inputs(rt, node: Node, op, ts: list) -> None:
     more sequence_nr), since the op is about to overwrite it."""
     need = [e is not None for e in node.edges]
     for s in op.saves:
-        if s.what != "in" or (s.if_need is not None and not need[s.if_need]):
+        if s.what != "in" or not s.wanted(need):
             continue
         t = ts[s.index]
         if s.index == 0:

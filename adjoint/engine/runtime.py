@@ -520,7 +520,7 @@ class Runtime:
     def _save(self, node: Node, op: Op, ins: list, outs: list, what: str) -> None:
         need = [e is not None for e in node.edges]
         for s in op.saves:
-            if s.what != what or (s.if_need is not None and not need[s.if_need]):
+            if s.what != what or not s.wanted(need):
                 continue
             t = ins[s.index] if what == "in" else outs[s.index]
             if t is None:

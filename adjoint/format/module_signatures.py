@@ -144,6 +144,11 @@ def _linear_params(a: Args) -> tuple[ParamSpec, ...]:
     return out + ((ParamSpec("bias", (a["out_features"],)),) if a["bias"] else ())
 
 
+def _bilinear_params(a: Args) -> tuple[ParamSpec, ...]:
+    out = (ParamSpec("weight", (a["out_features"], a["in1_features"], a["in2_features"])),)
+    return out + ((ParamSpec("bias", (a["out_features"],)),) if a["bias"] else ())
+
+
 def _conv_params(a: Args) -> tuple[ParamSpec, ...]:
     shape = (a["out_channels"], a["in_channels"] // a["groups"]) + tuple(a["kernel_size"])
     out = (ParamSpec("weight", shape),)
@@ -310,6 +315,11 @@ def _triplet_check(a: Args) -> tuple[tuple[str, str], ...]:
         return (("margin", f"TripletMarginLoss: expected margin to be greater than 0, got {float(a['margin'])} "
                            "instead"),)
     return ()
+
+
+def _embedding_bag_check(a: Args) -> tuple[tuple[str, str], ...]:
+    """EmbeddingBag's own assert, worded with a lowercase p (Embedding's has a capital)."""
+    return tuple((arg, message[0].lower() + message[1:]) for arg, message in _embedding_check(a))
 
 
 # ----------------------------------------------------------------------------- derived defaults
@@ -655,6 +665,17 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _instancenorm("InstanceNorm1d"),
     _instancenorm("InstanceNorm2d"),
     _instancenorm("InstanceNorm3d"),
+    NNType("Bilinear", (ArgSpec("in1_features", "int", minimum=1), ArgSpec("in2_features", "int", minimum=1),
+                        ArgSpec("out_features", "int", minimum=1), ArgSpec("bias", "bool", True)),
+           inputs=("input1", "input2"), params=_bilinear_params),
+    NNType("EmbeddingBag", (ArgSpec("num_embeddings", "int", minimum=1), ArgSpec("embedding_dim", "int", minimum=1),
+                            ArgSpec("max_norm", "opt_float", None), ArgSpec("norm_type", "float", Fraction(2)),
+                            ArgSpec("scale_grad_by_freq", "bool", False), ArgSpec("mode", "str", "mean"),
+                            ArgSpec("sparse", "bool", False), ArgSpec("include_last_offset", "bool", False),
+                            ArgSpec("padding_idx", "opt_int", None)),
+           optional_inputs=("offsets", "per_sample_weights"),
+           params=_embedding_params, check=_embedding_bag_check, resolve=_embedding_resolve,
+           raises="AssertionError"),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

@@ -346,7 +346,7 @@ class ModuleBuilder:
                   frozen: bool) -> TensorDecl:
         fan = generator.param_fan_in(t.name, full.rsplit(".", 1)[-1], {s.name: s.shape for s in t.params(args)})
         items = generated_items(loc, self.init_seed or 0, full, shape, f"parameter '{full}'", fan)
-        if t.name == "Embedding" and args["padding_idx"] is not None:  # torch zeroes that row at construction
+        if t.name in ("Embedding", "EmbeddingBag") and args["padding_idx"] is not None:  # torch zeroes that row at construction
             width = shape[1]
             row = args["padding_idx"]
             num = items.num.copy()

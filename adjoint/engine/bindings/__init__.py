@@ -26,7 +26,8 @@ __all__ = ["FAMILIES", "FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Fu
 FAMILIES = ("core", "views", "activations", "reductions", "nn", "losses", "masking", "swish", "indexing", "complexfns",
             "attention", "conv3d", "delayed", "basics", "rearrange", "glue", "factories", "einsum", "upsample", "packed",
             "rnn_utils",
-            "margin_losses", "nll_losses")
+            "margin_losses", "nll_losses", "bilinear",
+            "embedding_bag")
 
 _functions: dict[str, Function] = {}
 _methods: dict[str, Function] = {}

@@ -21,6 +21,8 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
         ("AvgPool1d", "avg_pool1d"), ("AvgPool2d", "avg_pool2d"), ("AvgPool3d", "avg_pool3d"),
         ("AdaptiveMaxPool1d", "adaptive_max_pool1d"), ("AdaptiveAvgPool1d", "adaptive_avg_pool1d"))},
     "Embedding": ("parser", "embedding(): argument 'indices' (position 2)"),
+    "Bilinear": ("parser", "bilinear(): argument 'input1' (position 1)"),
+    "EmbeddingBag": ("attribute", "dim"),
     **{f"{kind}Pad{rank}d": ("parser", "pad(): argument 'input' (position 1)")
        for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)},
     **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",

@@ -198,7 +198,22 @@ def embedding_forward(c):
                      c.arg("scale_grad_by_freq"), c.arg("sparse"), c.loc, c.arg("norm_type"))
 
 
+def embedding_bag_forward(c):
+    from adjoint.engine.bindings.embedding_bag import embedding_bag
+    offsets = c.args[1] if len(c.args) > 1 else c.kwargs.get("offsets")
+    psw = c.args[2] if len(c.args) > 2 else c.kwargs.get("per_sample_weights")
+    return embedding_bag(c.rt, c.args[0], c.params["weight"], offsets, c.arg("max_norm"), c.arg("norm_type"),
+                         c.arg("scale_grad_by_freq"), c.arg("mode"), c.arg("sparse"), psw,
+                         c.arg("include_last_offset"), c.arg("padding_idx"), c.loc)
+
+
+def bilinear_forward(c):
+    from adjoint.engine.bindings import call_function
+    return call_function(c.rt, "bilinear", [c.args[0], c.args[1], c.params["weight"], c.params.get("bias")], {}, c.loc)
+
+
 FORWARDS = {
+    "Bilinear": bilinear_forward,
     "Conv1d": _conv(1),
     "Conv2d": _conv(2),
     "ConvTranspose1d": _conv_transpose(1),
@@ -214,6 +229,7 @@ FORWARDS = {
     "GroupNorm": group_norm_forward,
     "Dropout": dropout_forward,
     "Embedding": embedding_forward,
+    "EmbeddingBag": embedding_bag_forward,
     "MultiheadAttention": attention.mha_forward,
     "AdaptiveMaxPool1d": adaptive_max_pool_forward(1),
     "AdaptiveMaxPool2d": adaptive_max_pool_forward(2),

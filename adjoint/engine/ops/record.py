@@ -11,13 +11,23 @@ from typing import Callable
 @dataclass(frozen=True)
 class Save:
     """A tensor the node saves: ``what`` is ``"in"`` (input ``index``) or ``"out"`` (output
-    ``index``). ``if_need``: saved only when that input slot's gradient can be needed
-    (``should_compute_output``, decided when the node is created). Listed in pack order."""
+    ``index``). ``if_need``: saved only when that edge's gradient can be needed (an edge per leading
+    differentiable input slot)
+    (``should_compute_output``, decided when the node is created); a tuple of slots: when any of
+    them can be (derivatives.yaml's ``wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2])``).
+    Listed in pack order."""
 
     name: str
     what: str
     index: int
-    if_need: int | None = None
+    if_need: int | tuple[int, ...] | None = None
+
+    def wanted(self, need) -> bool:
+        """Whether the node saves it, given which input slots' gradients can be needed."""
+        if self.if_need is None:
+            return True
+        slots = self.if_need if isinstance(self.if_need, tuple) else (self.if_need,)
+        return any(need[i] for i in slots)
 
 
 @dataclass(frozen=True)
