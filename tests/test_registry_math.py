@@ -65,7 +65,9 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            # adjoint/engine/ops/scaled_products.py: beta * self + alpha * product, by name
            "baddbmm_ab", "addbmm", "addmv", "addr",
            # adjoint/engine/ops/moments.py, adjoint/engine/ops/hypot_heaviside.py: by name
-           "std_mean", "hypot", "heaviside"}
+           "std_mean", "nansum", "hypot", "heaviside",
+           # adjoint/engine/ops/modulo.py: by name
+           "fmod_tensor", "fmod_scalar", "remainder_tensor", "remainder_scalar"}
 
 
 def test_every_op_declares_its_math():

@@ -239,3 +239,59 @@ def test_std_mean_against_torch(call, use):
 @pytest.mark.torch
 def test_std_mean_without_degrees_of_freedom_warns_as_torch():
     verified(problem({"x": [[1, 2, 4]], "z": [1]}, "s, m = torch.std_mean(x, dim=0)\nreturn m.sum()"))
+
+
+# ----------------------------------------------------------------------------- fmod, remainder
+
+MODULO = {"a": [[5, -5, 5, -5], [0, -0.0, 3.5, -7.25]], "b": [3, 3, -3, -3]}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("requires", subsets(("a", "b")), ids="-".join)
+@pytest.mark.parametrize("call", ["torch.fmod(a * 1, b)", "torch.remainder(a * 1, b)", "(a * 1).fmod(b * 2)",
+                                  "(b * 1).remainder(a[1] + 1)", "(a * 1).fmod_(b)", "(a * 1).remainder_(b)",
+                                  "torch.fmod(a * 1, -2.5)", "(a * 1).remainder(0.75)", "(a * 1).fmod_(2)",
+                                  "(a * 1).remainder_(-1.5)"])
+def test_fmod_remainder_against_torch(call, requires):
+    verified(problem(MODULO, f"o = {call}\nreturn (o * o * o).sum() + (o * a).sum()", requires=requires))
+
+
+def test_fmod_remainder_signs_in_torch_and_here():
+    """fmod takes self's sign, remainder other's; a zero keeps self's sign (-0.0)."""
+    a = torch.tensor(MODULO["a"], dtype=torch.float64)
+    b = torch.tensor(MODULO["b"], dtype=torch.float64)
+    got = solved(problem(MODULO, "f = torch.fmod(a, b)\nr = torch.remainder(a, b)\nreturn (f + r).sum()"))["values"]
+    for name, want in (("f", torch.fmod(a, b)), ("r", torch.remainder(a, b))):
+        assert torch.tensor(got[name]["value"], dtype=torch.float64).tolist() == want.tolist()
+        assert [str(v) for v in torch.tensor(got[name]["value"]).flatten().tolist()] == \
+            [str(v) for v in want.flatten().tolist()]   # -0.0 printed as such
+    assert got["f"]["grad_fn"] == "FmodBackward1" and got["r"]["grad_fn"] == "RemainderBackward1"
+
+
+def test_fmod_by_zero_and_a_number_dividend_are_refused():
+    for forward in ("o = torch.fmod(a, b * 0)\nreturn o.sum()", "o = torch.remainder(2, a)\nreturn o.sum()"):
+        with pytest.raises(adjoint.ProblemError):
+            adjoint.loads(problem(MODULO, forward)).solve()
+
+
+# ----------------------------------------------------------------------------- nansum, nanmean
+
+NAN_INPUTS = {"x": [[1, 2, 4], [3, -1, 0]], "z": [["inf", 1, 2], [2, 3, "inf"]]}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("call", ["torch.nansum(h)", "h.nansum(dim=1, keepdim=True)", "torch.nansum(h, (0, 1))",
+                                  "torch.nanmean(h, dim=0)", "h.nanmean()", "torch.nanmean(h, 1, True)",
+                                  "torch.nanmean(h * 0 + z - z, 0)"])
+def test_nansum_nanmean_against_torch(call):
+    """h has a nan where z is infinite (inf - inf): those elements are skipped and take no gradient."""
+    text = problem(NAN_INPUTS, f"h = x * (z - z + 1)\no = {call}\nreturn (o * o).sum()", requires=("x",))
+    verified(text.replace('{pack: "x", unpack: "x * 2"}', '{pack: "x", unpack: "x"}'))
+
+
+def test_nansum_node_in_torch():
+    x = torch.tensor([[1.0, float("nan")], [2.0, 3.0]], dtype=torch.float64, requires_grad=True)
+    y = torch.nanmean(x, 0)
+    assert y.grad_fn.name() == "DivBackward0" and y.grad_fn.next_functions[0][0].name() == "NansumBackward0"
+    y.sum().backward()
+    assert x.grad.tolist() == [[0.5, 0.0], [0.5, 1.0]]

@@ -155,3 +155,87 @@ FUNCTIONS = FUNCTIONS + (
     Function("heaviside", _two_params("values", False), _two_tensors("heaviside", "values"), where="method",
              doc="as torch.heaviside"),
 )
+
+
+# ----------------------------------------------------------------------------- fmod, remainder
+
+def _modulo(prim: str, inplace: bool):
+    def lower(rt, a, loc: Loc):
+        from adjoint.engine.graph import Tensor
+        if a.get("out") is not None:
+            raise ProblemError(loc, f"{prim}(..., out=...) is not modelled (its result is not differentiable); "
+                                    "leave out out=")
+        x, other = a["input"], a["other"]
+        if not isinstance(x, Tensor):
+            raise ProblemError(loc, f"{prim}(number, tensor) is not modelled (PyTorch records a NotImplemented node "
+                                    "for it); write a tensor first")
+        if isinstance(other, Tensor):
+            name, ins, p = f"{prim}_tensor", [other], None
+        elif isinstance(other, bool) or not isinstance(other, Fraction):
+            raise ProblemError(loc, f"{prim}(): other must be a tensor or a real number here")
+        else:
+            name, ins, p = f"{prim}_scalar", [], other
+        if inplace:
+            from adjoint.engine.inplace import apply_inplace
+            return apply_inplace(rt, name, x, ins, p, loc)
+        return rt.apply(name, [x] + ins, p, loc)
+    lower.__name__ = f"lower_{prim}{'_' if inplace else ''}"
+    return lower
+
+
+def _modulo_params(first: str, out: bool) -> tuple:
+    ps = (Param(first, "scalar"), Param("other", "scalar"))
+    return ps + (Param("out", "any", None, keyword_only=True),) if out else ps
+
+
+FUNCTIONS = FUNCTIONS + tuple(
+    f for prim, node in (("fmod", "FmodBackward"), ("remainder", "RemainderBackward")) for f in (
+        Function(prim, _modulo_params("input", True), _modulo(prim, False), where="function",
+                 doc=f"{node}1 (a tensor other: saves other, self when other needs a gradient) or {node}0 (a number)"),
+        Function(prim, _modulo_params("input", False), _modulo(prim, False), where="method", doc=f"as torch.{prim}"),
+        Function(f"{prim}_", _modulo_params("input", False), _modulo(prim, True), where="method",
+                 doc=f"in place: {node}1 / {node}0")))
+
+
+# ----------------------------------------------------------------------------- nansum, nanmean
+
+def _nan_reduction(mean: bool):
+    def lower(rt, a, loc: Loc):
+        from adjoint.engine.bindings.reductions import reduce_dims
+        from adjoint.engine.bindings.signature import after_packs
+        what = "nanmean" if mean else "nansum"
+        if a.get("dtype") is not None or a.get("out") is not None:
+            raise ProblemError(loc, f"{what}(..., dtype= / out=) is not modelled; leave them out")
+        x = a["input"]
+        if x.dtype not in ("float32", "float64"):
+            raise ProblemError(loc, f"{what} of a {x.dtype} tensor is not modelled; use a float tensor")
+        keepdim = a["keepdim"]
+        if not isinstance(keepdim, bool):
+            raise ProblemError(loc, f"{what}(): keepdim must be a bool here")
+        dims = after_packs(rt, "nansum", [x], loc, lambda: reduce_dims(x, a["dim"], loc))
+        total = rt.apply("nansum", [x], (dims, keepdim), loc)
+        if not mean:
+            return total
+        # ATen's nanmean: nansum(x, dim, keepdim) / (~isnan(x)).sum(dim, keepdim), the count an int64
+        # tensor with no grad_fn
+        B = rt.B
+        kept = B.where(B.mask(x.value, lambda s: s == "nan"), B.zeros(x.shape), B.full(x.shape, Fraction(1)))
+        count = rt.tensor(B.sum_dims(kept, dims, keepdim), dtype="int64")
+        return rt.apply("div", [total, count], None, loc)
+    lower.__name__ = "lower_nanmean" if mean else "lower_nansum"
+    return lower
+
+
+def _nan_params(out: bool) -> tuple:
+    ps = (Param("input", "tensor"), Param("dim", "any", None), Param("keepdim", "bool", False),
+          Param("dtype", "any", None, keyword_only=True))
+    return ps + (Param("out", "any", None, keyword_only=True),) if out else ps
+
+
+FUNCTIONS = FUNCTIONS + tuple(
+    f for mean in (False, True) for f in (
+        Function("nanmean" if mean else "nansum", _nan_params(True), _nan_reduction(mean), where="function",
+                 doc="NansumBackward0 (saves self), then DivBackward0 by the int64 count of non-nan elements"
+                     if mean else "NansumBackward0 (saves self): g where self is not nan, else 0"),
+        Function("nanmean" if mean else "nansum", _nan_params(False), _nan_reduction(mean), where="method",
+                 doc="as the function")))
