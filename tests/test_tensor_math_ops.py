@@ -295,3 +295,24 @@ def test_nansum_node_in_torch():
     assert y.grad_fn.name() == "DivBackward0" and y.grad_fn.next_functions[0][0].name() == "NansumBackward0"
     y.sum().backward()
     assert x.grad.tolist() == [[0.5, 0.0], [0.5, 1.0]]
+
+
+# ----------------------------------------------------------------------------- logcumsumexp
+
+@pytest.mark.torch
+@pytest.mark.parametrize("call", ["torch.logcumsumexp(x, 1)", "x.logcumsumexp(dim=0)", "torch.logcumsumexp(x * 1, -1)",
+                                  "torch.logcumsumexp(s, 0)", "torch.logcumsumexp(x, 2)", "torch.logcumsumexp(x[0], 0)"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_logcumsumexp_against_torch(call, dtype):
+    """Values are certified reals; the last dim errors as PyTorch does (IndexError)."""
+    text = problem({"x": [[1, 2, 4], [3, -1, 0]], "s": 0.5}, f"o = {call}\nreturn (o * o * o).sum()", dtype)
+    verified(text)
+
+
+def test_logcumsumexp_node_in_torch():
+    x = torch.tensor([[1.0, 2.0]], dtype=torch.float64, requires_grad=True)
+    assert torch.logcumsumexp(x, 1).grad_fn.name() == "LogcumsumexpBackward0"
+    got = solved(problem({"x": [[1, 2]]}, "o = torch.logcumsumexp(x, 1)\nreturn o.sum()"))
+    assert got["values"]["o"]["grad_fn"] == "LogcumsumexpBackward0"
+    want = torch.logcumsumexp(x, 1)
+    assert got["values"]["o"]["value"][0] == pytest.approx(want.tolist()[0], rel=1e-14)

@@ -239,3 +239,28 @@ FUNCTIONS = FUNCTIONS + tuple(
                      if mean else "NansumBackward0 (saves self): g where self is not nan, else 0"),
         Function("nanmean" if mean else "nansum", _nan_params(False), _nan_reduction(mean), where="method",
                  doc="as the function")))
+
+
+# ----------------------------------------------------------------------------- logcumsumexp
+
+def lower_logcumsumexp(rt, a, loc: Loc):
+    """LogcumsumexpBackward0 (saves self, result); ``dim`` an int, wrapped by the kernel: out of
+    range, PyTorch's IndexError after the node packed self."""
+    from adjoint.engine.bindings.signature import after_packs, dim_index
+    x, dim = a["input"], a["dim"]
+    if a.get("out") is not None:
+        raise ProblemError(loc, "logcumsumexp(..., out=...) is not modelled; leave out out=")
+    if isinstance(dim, bool) or not (isinstance(dim, Fraction) and dim.denominator == 1):
+        raise ProblemError(loc, "logcumsumexp(): dim must be an int here (a dimension name is not modelled)")
+    if x.dtype not in ("float32", "float64"):
+        raise ProblemError(loc, f"logcumsumexp of a {x.dtype} tensor is not modelled; use a float tensor")
+    d = after_packs(rt, "logcumsumexp", [x], loc, lambda: dim_index(int(dim), len(x.shape), loc))
+    return rt.apply("logcumsumexp", [x], d, loc)
+
+
+FUNCTIONS = FUNCTIONS + (
+    Function("logcumsumexp", (Param("input", "tensor"), Param("dim", "any"), Param("out", "any", None, keyword_only=True)),
+             lower_logcumsumexp, where="function", doc="LogcumsumexpBackward0 (saves self, result)"),
+    Function("logcumsumexp", (Param("input", "tensor"), Param("dim", "any")), lower_logcumsumexp, where="method",
+             doc="as torch.logcumsumexp"),
+)

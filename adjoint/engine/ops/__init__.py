@@ -35,7 +35,7 @@ __all__ = ["FAMILIES", "REGISTRY", "Check", "Math", "Op", "Save"]
 #: the family modules, in the order a lookup imports them (the common ones first)
 FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activations", "nn", "losses", "masking", "swish",
             "indexing", "recurrent", "second", "complexops", "pool3d", "safe_softmax", "delayed", "basics",
-            "transcendental", "rearrange", "prod", "upsample", "padding", "prelu", "glu", "pixel", "addc", "scaled_products", "moments", "hypot_heaviside", "modulo")
+            "transcendental", "rearrange", "prod", "upsample", "padding", "prelu", "glu", "pixel", "addc", "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp")
 
 _registry: dict[str, Op] = {}
 
