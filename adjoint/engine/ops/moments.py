@@ -63,7 +63,7 @@ def nansum_vjp(B, gs, ins, outs, p, need):
     return [B.where(_not_nan(B, x), B.zeros(shape), g)]
 
 
-NANSUM = Fn("nansum", "\operatorname{nansum}_{#s}\left(#0\right)", generic_vjp)
+NANSUM = Fn("nansum", "\\operatorname{nansum}_{#s}\\left(#0\\right)", generic_vjp)
 
 _STD_MEAN = Math(lambda a, p, shape, k: TFn(STD, (a[0],), tuple(shape), _sub(p, True)) if k == 0
                  else TFn(VAR_MEAN_MEAN, (a[0],), tuple(shape), _sub(p, False)))

@@ -197,7 +197,7 @@ def _fn(name: str, product: str) -> Fn:
 
 
 BADDBMM = _fn("baddbmm", "\\operatorname{bmm}\\left(#1,\\ #2\\right)")
-ADDBMM = _fn("addbmm", "\\sum_b #1_b\\,#2_b")
+ADDBMM = _fn("addbmm", "\\sum_{b} #1[b]\\,#2[b]")
 ADDMV = _fn("addmv", "#1\\,#2")
 ADDR = _fn("addr", "#1\\,{#2}^{\\top}")
 
