@@ -72,7 +72,13 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            # adjoint/engine/ops/activations.py: nan_to_num by name (its J^T lambda: g * isfinite(x))
            "nan_to_num",
            # adjoint/engine/ops/recurrent.py: oneDNN's LSTM layer, one named function per output
-           "mkldnn_lstm_layer"}
+           "mkldnn_lstm_layer",
+           # adjoint/engine/ops/scaled_products.py: beta * self + alpha * product, by name
+           "baddbmm_ab", "addbmm", "addmv", "addr",
+           # adjoint/engine/ops/moments.py, adjoint/engine/ops/hypot_heaviside.py: by name
+           "std_mean", "nansum", "hypot", "heaviside",
+           # adjoint/engine/ops/modulo.py: by name
+           "fmod_tensor", "fmod_scalar", "remainder_tensor", "remainder_scalar", "logcumsumexp"}
 
 
 def test_every_op_declares_its_math():

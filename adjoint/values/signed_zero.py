@@ -56,7 +56,7 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
     """The -0.0 mask of an op's result (None: no -0.0 anywhere), by the op's ``negzero`` rule:
     keep (elementwise, the input's -0.0 survive), structural (views: the value's own reshaping
     carried the mask), keep_odd_pow (``x ** p``), negate, product, input_sign (a zero result is
-    -0.0 where the input's sign bit is set), prod, cumprod, sum, difference, never."""
+    -0.0 where the input's sign bit is set), prod, cumprod, sum, difference, addc, never."""
     rule = op.negzero
     if rule == "structural":
         return out.negzero
@@ -111,6 +111,18 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
             mask = zeros & sign_bits(ins[0])
         else:
             mask = zeros & (np.cumsum(sign_bits(ins[0]).astype(np.int64), axis=params) % 2).astype(bool)
+    elif rule == "addc":
+        # addcmul / addcdiv: self + value * t1 (* or /) t2; a zero is -0.0 where self is -0.0 and the
+        # term is a zero with its sign bit set (IEEE: the parity of value's, t1's and t2's sign bits)
+        if ins[0].negzero is None:
+            return None
+        zeros = zero_mask(out)
+        if not zeros.any():
+            return None
+        term = sign_bits(_view(ins[1], out.shape), zeros) ^ sign_bits(_view(ins[2], out.shape), zeros)
+        if Fraction(params) < 0:
+            term = ~term
+        mask = zeros & _view(ins[0], out.shape).negzero & term
     elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
             return None

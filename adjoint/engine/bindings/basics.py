@@ -57,6 +57,11 @@ def lower_std(rt, a, loc: Loc):
     return _variance(rt, a, loc, "std")
 
 
+def lower_std_mean(rt, a, loc: Loc):
+    """torch.std_mean (a function, no Tensor method): var's arguments; one StdMeanBackward0 (two outputs)."""
+    return _variance(rt, a, loc, "std_mean")
+
+
 # ----------------------------------------------------------------------------- F.normalize
 
 def lower_normalize(rt, a, loc: Loc):
@@ -177,6 +182,9 @@ FUNCTIONS = (
              doc="ClampMaxBackward0 (saves self): g where x <= max"),
     Function("sign", (_IN,), lower_sign, doc="SignBackward0 (saves nothing; zero gradient)"),
     Function("std", _VAR_PARAMS, lower_std, doc="StdBackward0 (saves self, result)"),
+    Function("std_mean", _VAR_PARAMS, lower_std_mean, where="function",
+             doc="StdMeanBackward0 (saves self, result0; two outputs, std and mean): std's and mean's backward, "
+                 "each for an output whose gradient is defined"),
     Function("normalize", (_IN, Param("p", "any", Fraction(2), optional=True), Param("dim", "any", Fraction(1)),
                            Param("eps", "number", Fraction(1, 10 ** 12)), Param("out", "any", None)),
              lower_normalize, where="function",

@@ -37,7 +37,8 @@ FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activation
             "indexing", "recurrent", "second", "complexops", "pool3d", "safe_softmax", "delayed", "basics",
             "transcendental", "rearrange", "prod", "upsample", "padding", "prelu", "glu", "pixel", "second_layers",
             "margin_losses", "distance", "trilinear",
-            "embedding_bag")
+            "embedding_bag", "addc",
+            "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp")
 
 _registry: dict[str, Op] = {}
 

@@ -77,7 +77,7 @@ class Op:
     saves: tuple[Save, ...]          # in pack order (unpack runs in the same order)
     formula: str                     # the derivative, as docs/ops.md and the derivation show it
     negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | prod | cumprod | input_sign | sum |
-                                     # difference | outer | never (see adjoint/values/signed_zero.py)
+                                     # difference | outer | addc | never (see adjoint/values/signed_zero.py)
     integers: str = "computed"       # int64 / bool data operands (the runtime's check): computed | refused (the
                                      # CPU kernel has none: its error is worded by the kernel, not modelled) |
                                      # alone (int64 operands alone compute; beside a float one, or bool: refused)

@@ -425,6 +425,39 @@ class BoundBackend(Float64Backend):
             moved = np.where(cut & (ey > 0), moved + 2 * math.pi, moved)
         return self._b(r, moved + self._round_under(r, KERNEL_ULPS))
 
+    def _modulo(self, a, b, r, mode: str):
+        """fmod / remainder: exact in doubles given their operands (no rounding of their own); the
+        operands' errors move the result by ``e_a + |q| e_b`` (``q`` the rounded quotient), and where
+        that may carry ``a / b`` across an integer (the result within it of 0 or of ``|b|``) PyTorch's
+        float may have the other quotient: up to ``|b| + e_b`` more."""
+        shape = np.shape(r)
+        ea, eb = np.broadcast_to(_e(a), shape), np.broadcast_to(_e(b), shape)
+        bb = np.broadcast_to(b.a, shape)
+        q = np.asarray(Float64Backend.rounded_quotient(self, a, b, mode).a)
+        with np.errstate(all="ignore"):
+            moved = ea + _times(q, eb)
+            near = (moved > 0) & ((np.abs(r) <= moved) | (np.abs(np.abs(bb) - np.abs(r)) <= moved))
+            return self._b(r, np.where(near, moved + np.abs(bb) + eb, moved))
+
+    def fmod(self, a, b):
+        return self._modulo(a, b, Float64Backend.fmod(self, a, b).a, "trunc")
+
+    def remainder(self, a, b):
+        return self._modulo(a, b, Float64Backend.remainder(self, a, b).a, "floor")
+
+    def rounded_quotient(self, a, b, mode: str):
+        """An integer, exact unless ``a / b`` is within the operands' errors (and the division's
+        rounding) of an integer: there PyTorch's float may round to the neighbour, 1 away."""
+        q = Float64Backend.rounded_quotient(self, a, b, mode).a
+        shape = np.shape(q)
+        aa, bb = np.broadcast_to(a.a, shape), np.broadcast_to(b.a, shape)
+        ea, eb = np.broadcast_to(_e(a), shape), np.broadcast_to(_e(b), shape)
+        with np.errstate(all="ignore"):
+            ratio = aa / bb
+            spread = (ea + np.abs(ratio) * eb) / np.maximum(np.abs(bb) - eb, 0.0) + 2 * self.u * np.abs(ratio)
+            near = np.abs(ratio - np.round(ratio)) <= spread
+            return self._b(q, np.where(near & (spread > 0), 1.0, 0.0))
+
     def sinh(self, x):
         return self._elementwise(np.sinh, x, lambda a, e: np.cosh(np.abs(a) + e))
 

@@ -25,11 +25,12 @@ from adjoint.format.problem import Infinite
 from adjoint.values.exact import Exact
 from adjoint.values.signed_zero import result_mask
 from adjoint.values.backends.exact_families import ExactLosses, ExactNN, ExactSelections
+from adjoint.values.backends.exact_modulo import ExactModulo
 from adjoint.values.numbers.rational import QArray
 from adjoint.values.numbers.symbolic import MAX_CLOSED_FORM, sympy, tree_size
 
 
-class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
+class ExactBackend(ExactLosses, ExactSelections, ExactNN, ExactModulo, Composed):
     """Exact values (:class:`adjoint.values.exact.Exact`). ``symbols``: values bound to the file's free
     symbols (``--numeric``, verify); ``closed``: the file has free symbols left free, so every
     transcendental value stays a SymPy closed form (otherwise it is certified: balls, with a

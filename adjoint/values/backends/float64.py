@@ -338,6 +338,35 @@ class Float64Backend(NoExactChecks, Composed):
         with np.errstate(all="ignore"):
             return _v(np.arctan2(y.a, x.a))
 
+    def fmod(self, a, b):
+        """C's fmod (ATen's CPU kernel): exact in doubles, the sign of ``a``; nan where ``b`` is 0."""
+        with np.errstate(all="ignore"):
+            return _v(np.fmod(a.a, b.a))
+
+    def remainder(self, a, b):
+        """ATen's floating remainder: ``fmod(a, b)``, plus ``b`` where that is non-zero and its sign is
+        not ``b``'s (a zero keeps fmod's sign, -0.0 for a negative ``a``)."""
+        with np.errstate(all="ignore"):
+            mod = np.fmod(a.a, b.a)
+            bb = np.broadcast_to(b.a, np.shape(mod))
+            return _v(np.where((mod != 0) & ((bb < 0) != (mod < 0)), mod + bb, mod))
+
+    def rounded_quotient(self, a, b, mode: str):
+        """``a.div(b, rounding_mode=mode)`` in doubles: ``trunc(a / b)``; ATen's div_floor_floating for
+        "floor" (``(a - fmod(a, b)) / b``, one less where the remainder's sign is not ``b``'s, rounded
+        to the nearest integer; a / b where ``b`` is 0)."""
+        x, y = np.broadcast_arrays(np.asarray(a.a, dtype=np.float64), np.asarray(b.a, dtype=np.float64))
+        with np.errstate(all="ignore"):
+            if mode == "trunc":
+                return _v(np.trunc(x / y))
+            mod = np.fmod(x, y)
+            div = (x - mod) / y
+            div = np.where((mod != 0) & ((y < 0) != (mod < 0)), div - 1.0, div)
+            fl = np.floor(div)
+            fl = np.where(div - fl > 0.5, fl + 1.0, fl)
+            fl = np.where(div != 0, fl, np.copysign(0.0, x / y))
+            return _v(np.where(y == 0, x / y, fl))
+
     def sinh(self, x):
         return self._fn(np.sinh, x)
 
