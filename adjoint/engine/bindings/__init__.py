@@ -24,7 +24,8 @@ __all__ = ["FAMILIES", "FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Fu
 
 #: the family modules, in the order a lookup imports them
 FAMILIES = ("core", "views", "activations", "reductions", "nn", "losses", "masking", "swish", "indexing", "complexfns",
-            "attention", "conv3d", "delayed", "basics", "rearrange", "glue", "factories", "einsum", "upsample", "packed")
+            "attention", "conv3d", "delayed", "basics", "rearrange", "glue", "factories", "einsum", "upsample", "packed",
+            "index_write")
 
 _functions: dict[str, Function] = {}
 _methods: dict[str, Function] = {}

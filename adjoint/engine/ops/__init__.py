@@ -35,7 +35,8 @@ __all__ = ["FAMILIES", "REGISTRY", "Check", "Math", "Op", "Save"]
 #: the family modules, in the order a lookup imports them (the common ones first)
 FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activations", "nn", "losses", "masking", "swish",
             "indexing", "recurrent", "second", "complexops", "pool3d", "safe_softmax", "delayed", "basics",
-            "transcendental", "rearrange", "prod", "upsample", "padding", "prelu", "glu", "pixel")
+            "transcendental", "rearrange", "prod", "upsample", "padding", "prelu", "glu", "pixel",
+            "index_write")
 
 _registry: dict[str, Op] = {}
 

@@ -1,0 +1,216 @@
+"""Writes along a dim or under a mask: ``index_fill`` (a number: ``IndexFillBackward0``; a 0-d
+tensor: ``IndexFillBackward1``), ``index_copy`` (``IndexCopyBackward0``) and
+``masked_scatter`` (``MaskedScatterBackward0``).
+
+What PyTorch 2.13 does (``derivatives.yaml``, ``TensorAdvancedIndexing.cpp``), probed on CPU with
+``saved_tensors_hooks``:
+
+* ``IndexFillBackward0`` (edge self) and ``IndexFillBackward1`` (edges self, value) save the
+  index only (and the dim, as given: not wrapped); self's gradient is
+  ``grad.index_fill(dim, index, 0)``, the value's ``grad.index_select(dim,
+  unique(index)).sum()``: every filled slice counted once, however often the index names it.
+  That ``index_select`` refuses a negative index (the forward accepts it): PyTorch's backward
+  then fails (``INDICES element is out of DATA bounds`` along dim 1 of a tensor of two or
+  more dims, else ``index out of range in self``), predicted as such;
+* ``IndexCopyBackward0`` (edges self, source) saves the index, then the source only where
+  the source's gradient may be needed; self: ``grad.index_fill(dim, index, 0)``, source:
+  ``grad.index_select(dim, index)`` in the source's shape;
+* ``MaskedScatterBackward0`` (edges self, source) saves the mask (and the source's sizes, no
+  tensor); self: ``grad.masked_fill(mask, 0)`` summed to self's shape, source: the gradient's
+  elements where the mask is set, in row-major order, then zeros, in the source's shape
+  (``masked_scatter_backward``).
+
+The index (int64) or the mask (bool) is never differentiable, so it is the last operand of each
+op here (the node's edges are the float operands, in ATen's order); its values are read from
+the operands the node unpacks, so a saved-tensor hook that rewrites them changes the backward
+as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from adjoint.values.mathtree import Fn, TFn, generic_vjp
+from adjoint.engine.ops.record import Check
+from adjoint.engine.ops.record import Math
+from adjoint.engine.ops.record import Op
+from adjoint.engine.ops.record import Save
+from adjoint.engine.ops.arith import broadcast_shapes
+from adjoint.engine.ops.masking import fill_value, self_grad
+from adjoint.engine.torch_errors import TorchError
+
+
+def _along(B, x, idx, dim: int):
+    """``x`` made at least 1-d (a 0-d tensor is one element along dim 0) and numpy's key for the
+    slices the index names along ``dim``."""
+    x1 = B.reshape(x, (1,)) if not B.shape(x) else x
+    return x1, (slice(None),) * dim + (B.as_indices(idx).reshape(-1),)
+
+
+def _back(B, value, shape):
+    return B.reshape(value, ()) if not shape else value
+
+
+def self_shape(shapes, p, loc):
+    return tuple(shapes[0])
+
+
+# ----------------------------------------------------------------------------- index_fill
+
+def index_fill_forward(B, ins, p):
+    x, idx = ins
+    dim, value = p
+    x1, key = _along(B, x, idx, dim)
+    return _back(B, B.assign(x1, key, fill_value(B, value)), B.shape(x))
+
+
+def _zero_along(B, g, idx, dim):
+    """``grad.index_fill(dim, index, 0)``."""
+    g1, key = _along(B, g, idx, dim)
+    return _back(B, B.assign(g1, key, B.zeros(())), B.shape(g))
+
+
+def index_fill_vjp(B, gs, ins, outs, p, need):
+    x, idx = ins
+    return [_zero_along(B, gs[0], idx, p[0]), None]
+
+
+def index_fill_tensor_forward(B, ins, p):
+    x, value, idx = ins
+    x1, key = _along(B, x, idx, p)
+    return _back(B, B.assign(x1, key, value), B.shape(x))
+
+
+def index_fill_tensor_vjp(B, gs, ins, outs, p, need):
+    # self: grad.index_fill(dim, index, 0); value: grad.index_select(dim, unique(index)).sum()
+    x, value, idx = ins
+    g = gs[0]
+
+    def value_grad():
+        n = B.shape(g)[p] if B.shape(g) else 1
+        unique = np.unique(B.as_indices(idx).reshape(-1))
+        bad = sorted(int(v) for v in unique if not 0 <= v < n)
+        if bad:   # index_select_out_cpu_'s checks (the forward's index_fill_ wraps a negative index): dim 1
+            # of a tensor of 2 or more dims has its own loop; unique's values come sorted on CPU
+            if len(B.shape(g)) > 1 and p == 1:
+                raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad[0]} axis_dim={n}")
+            raise TorchError("IndexError", "index out of range in self")
+        g1 = B.reshape(g, (1,)) if not B.shape(g) else g
+        picked = B.index(g1, (slice(None),) * p + (unique,))
+        return B.sum_dims(picked, (), False)
+    return [_zero_along(B, g, idx, p) if need[0] else None, value_grad() if need[1] else None, None]
+
+
+def index_fill_tensor_shape(shapes, p, loc):
+    """The operands in the node's order: (self, value, index)."""
+    if len(shapes[1]) != 0:   # the kernel's error (raised after the node's packs)
+        raise TorchError("RuntimeError", "index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                                         f"{len(shapes[1])} dimension(s).")
+    return tuple(shapes[0])
+
+
+# ----------------------------------------------------------------------------- index_copy
+
+def index_copy_forward(B, ins, p):
+    # positions named twice are refused by the lowering (PyTorch: whichever copy lands last)
+    x, source, idx = ins
+    x1, key = _along(B, x, idx, p)
+    shape = tuple(np.zeros(B.shape(x1), dtype=np.int8)[key].shape)
+    return _back(B, B.assign(x1, key, B.reshape(source, shape)), B.shape(x))
+
+
+def index_copy_vjp(B, gs, ins, outs, p, need):
+    # self: grad.index_fill(dim, index, 0); source: grad.index_select(dim, index) in source's shape
+    x, source, idx = ins
+    g = gs[0]
+
+    def source_grad():
+        g1, key = _along(B, g, idx, p)
+        return B.reshape(B.index(g1, key), B.shape(source))
+    return [_zero_along(B, g, idx, p) if need[0] else None, source_grad() if need[1] else None, None]
+
+
+# ----------------------------------------------------------------------------- masked_scatter
+
+def masked_scatter_shape(shapes, p, loc):
+    """Operands (self, source, mask): ``expand_outplace(mask, self)``, the mask tensor a."""
+    return broadcast_shapes(shapes[2], shapes[0], loc)
+
+
+def _mask_key(B, mask, shape):
+    return (np.broadcast_to(B.as_indices(mask).astype(bool), tuple(shape)),)
+
+
+def masked_scatter_forward(B, ins, p):
+    # the mask's set elements, in row-major order, take the source's first elements (the
+    # lowering checked there are enough)
+    x, source, mask = ins
+    shape = broadcast_shapes(B.shape(mask), B.shape(x), None)
+    key = _mask_key(B, mask, shape)
+    count = int(np.count_nonzero(key[0]))
+    flat = B.reshape(source, (B.numel(source),))
+    return B.assign(B.broadcast_to(x, shape), key, B.index(flat, (slice(0, count),)))
+
+
+def masked_scatter_vjp(B, gs, ins, outs, p, need):
+    # self: grad.masked_fill(mask, 0) (summed to self); source: masked_scatter_backward
+    x, source, mask = ins
+    g = gs[0]
+
+    def source_grad():
+        key = _mask_key(B, mask, B.shape(g))
+        count = int(np.count_nonzero(key[0]))
+        picked = B.index(g, key)
+        n = B.numel(source)
+        return B.reshape(B.place_add((n,), (np.arange(count),), picked), B.shape(source))
+    return [self_grad(B, g, x, mask) if need[0] else None, source_grad() if need[1] else None, None]
+
+
+# ----------------------------------------------------------------------------- how they read
+
+INDEX_FILL = Fn("index_fill", "\\operatorname{index\\_fill}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+INDEX_FILL_T = Fn("index_fill_t", "\\operatorname{index\\_fill}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+INDEX_COPY = Fn("index_copy", "\\operatorname{index\\_copy}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+MASKED_SCATTER = Fn("masked_scatter", "\\operatorname{masked\\_scatter}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+
+
+def _math(fn, dim_of):
+    return Math(lambda a, p, shape, k: TFn(fn, tuple(x for x in a if x is not None), tuple(shape),
+                                           "" if dim_of is None else f"\\mathrm{{dim}}={dim_of(p)}", p))
+
+
+OPS = (
+    Op("index_fill", "IndexFillBackward0", index_fill_forward, index_fill_vjp, self_shape, (Save("index", "in", 1),),
+       "g, 0 in the filled slices (index_fill(dim, index, 0))", negzero="structural", grows=False, fills=True,
+       differentiable=(True, False), kink_doc="index (int64) has no edge; a negative index counts from the end",
+       math=_math(INDEX_FILL, lambda p: p[0]),
+       checks=(Check(((2, 3), (2,)), (1, Fraction(1, 2)), given=((1, (2, 0)),)),
+               Check(((3, 2), (3,)), (0, Fraction(-3)), given=((1, (1, 1, -1)),)))),
+    Op("index_fill_tensor", "IndexFillBackward1", index_fill_tensor_forward, index_fill_tensor_vjp,
+       index_fill_tensor_shape, (Save("index", "in", 2),),
+       "self: g, 0 in the filled slices; value: the sum of g over the filled slices, each counted once "
+       "(index_select(dim, unique(index)).sum())", negzero="structural", grows=False, fills=True,
+       differentiable=(True, True, False),
+       kink_doc="index (int64) has no edge; a negative index makes the value's backward fail, as in PyTorch",
+       math=_math(INDEX_FILL_T, lambda p: p),
+       checks=(Check(((2, 3), (), (3,)), 1, given=((2, (2, 0, 2)),)),)),
+    Op("index_copy", "IndexCopyBackward0", index_copy_forward, index_copy_vjp, self_shape,
+       (Save("index", "in", 2), Save("source", "in", 1, if_need=1)),
+       "self: g, 0 in the copied slices; source: g's slices at the index (index_select)", negzero="structural",
+       grows=False, differentiable=(True, True, False),
+       kink_doc="index (int64) has no edge; a slice named twice is refused (PyTorch: whichever copy lands last)",
+       math=_math(INDEX_COPY, lambda p: p),
+       checks=(Check(((3, 2), (2, 2), (2,)), 0, given=((2, (2, 0)),)),
+               Check(((2, 3), (2, 1), (1,)), 1, given=((2, (1,)),)))),
+    Op("masked_scatter", "MaskedScatterBackward0", masked_scatter_forward, masked_scatter_vjp, masked_scatter_shape,
+       (Save("mask", "in", 2),),
+       "self: g, 0 where the mask is set (summed to self's shape); source: g where the mask is set, in "
+       "row-major order, then zeros, in source's shape", negzero="structural", grows=False,
+       differentiable=(True, True, False),
+       kink_doc="the mask (bool) has no edge; the source's elements past the mask's count are unused (gradient 0)",
+       math=Math(lambda a, p, shape, k: TFn(MASKED_SCATTER, (a[0], a[1], a[2]), tuple(shape))),
+       checks=(Check(((2, 3), (2, 2), (2, 3)), None, given=((2, (1, 0, 1, 0, 1, 1)),)),
+               Check(((3,), (5,), (2, 3)), None, given=((2, (0, 1, 1, 1, 0, 0)),)))),
+)
