@@ -119,3 +119,60 @@ def test_negative_index_fails_the_value_backward_as_in_torch():
 def test_duplicate_index_copy_is_refused():
     with pytest.raises(adjoint.ProblemError, match="nondeterministic"):
         adjoint.loads(problem("x.index_copy(0, i, s)", [1, 1], MASK)).solve()
+
+
+IDX2 = [[0, 0, 3, 0], [1, 1, 1, 1]]
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_scatter_reduce_matches_torch(reduce, include_self, inplace):
+    """Rows of ``s`` reduced into rows 0 and 1 of ``x`` (positions named several times)."""
+    if inplace:
+        expr = f"(x * 2).scatter_reduce_(1, i[:2], s, '{reduce}', include_self={include_self})"
+
+        def fn(x, s, i, m):
+            return (x * 2).scatter_reduce_(1, i[:2], s, reduce, include_self=include_self)
+    else:
+        expr = f"torch.scatter_reduce(x[:2], 1, i, s * 3, reduce='{reduce}', include_self={include_self})"
+
+        def fn(x, s, i, m):
+            return torch.scatter_reduce(x[:2], 1, i, s * 3, reduce=reduce, include_self=include_self)
+    case = Case(problem(expr, IDX2, MASK))
+    h, x, s = torch_run(fn, IDX2, MASK)
+    assert case.chain("h") == torch_chain(h, {"x": x, "s": s})
+    assert_close(case.value("h"), h, "h")
+    assert_close(case.grad("x"), x.grad, "grad of x")
+    assert_close(case.grad("s"), s.grad, "grad of s")
+
+
+def test_scatter_reduce_errors_match_torch():
+    cases = [("x.scatter_reduce(1, i, s, 'sum')", [[0, 4]], lambda x, s, i, m: x.scatter_reduce(1, i, s, "sum")),
+             ("x.scatter_reduce(2, i, s, 'sum')", [[0, 1]], lambda x, s, i, m: x.scatter_reduce(2, i, s, "sum")),
+             ("x.scatter_reduce(1, i, s, 'mean')", [0, 1], lambda x, s, i, m: x.scatter_reduce(1, i, s, "mean"))]
+    for expr, idx, fn in cases:
+        js = adjoint.loads(problem(expr, idx, MASK)).solve().variants[0].to_json()
+        with pytest.raises(Exception) as info:
+            torch_run(fn, idx, MASK)
+        assert (js["error"]["type"], js["error"]["message"]) == (type(info.value).__name__, str(info.value))
+
+
+def test_scatter_reduce_ties_share_the_gradient_as_in_torch():
+    """amax with self and two src values equal to the result: each gets a third (self counted
+    even without include_self)."""
+    s = [[2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    for include_self in (True, False):
+        expr = f"(x[:2] * 0 + 2).scatter_reduce(1, i, s, 'amax', include_self={include_self})"
+
+        def fn(x, s, i, m):
+            return (x[:2] * 0 + 2).scatter_reduce(1, i, s, "amax", include_self=include_self)
+        case = Case(problem(expr, [[0, 0, 1, 2], [3, 3, 3, 3]], MASK, s=s))
+        h, x, st = torch_run(fn, [[0, 0, 1, 2], [3, 3, 3, 3]], MASK, s=s)
+        assert_close(case.value("h"), h, "h")
+        assert_close(case.grad("s"), st.grad, "grad of s")
+
+
+def test_scatter_reduce_prod_is_refused():
+    with pytest.raises(adjoint.ProblemError, match="not modelled yet"):
+        adjoint.loads(problem("x.scatter_reduce(1, i, s, 'prod')", [[0, 1]], MASK)).solve()

@@ -14,7 +14,10 @@
 * ``torch.masked_scatter(input, mask, source)``: ``MaskedScatterBackward0``, input and mask
   broadcast against each other (the mask tensor a of the size error); then the dtypes, the
   mask's dtype (bool), and the kernel's count of source elements;
-* ``x.index_fill_``, ``x.index_copy_``, ``x.masked_scatter_``: the same nodes in place (check_inplace,
+* ``torch.scatter_reduce(input, dim, index, src, reduce, *, include_self=True)`` with ``sum``,
+  ``mean``, ``amax`` or ``amin``: ``ScatterReduceBackward0`` (the checks scatter's; ``prod``
+  refused, and amax / amin with a src larger than the index);
+* ``x.index_fill_``, ``x.index_copy_``, ``x.masked_scatter_``, ``x.scatter_reduce_``: the same nodes in place (check_inplace,
   the node, the checks, one version bump, rebase_history; unrecorded: the value written with
   one bump), as :func:`adjoint.engine.bindings.indexing._in_place` runs scatter_; masked_scatter_
   expands the mask to the written tensor (expand's errors).
@@ -178,6 +181,37 @@ def _masked_scatter_call(inplace: bool):
     return call
 
 
+# ----------------------------------------------------------------------------- scatter_reduce
+
+def _scatter_reduce_call(rt, a, loc):
+    """scatter_reduce's checks, after ScatterReduceBackward0 packed the index, self and src
+    (scatter_meta's: the dim, the index's dtype, self's and src's dtypes, the index's rank and
+    sizes, then the kernel's bounds). ``prod`` is not modelled."""
+    from adjoint.engine.bindings.indexing import _int_index, _scatter_checks
+    x, idx, src, reduce = a["input"], a["index"], a["src"], a["reduce"]
+    if reduce not in ("sum", "mean", "amax", "amin"):
+        raise ProblemError(loc, f"scatter_reduce(reduce={reduce!r}) is not modelled yet; reduce='sum', 'mean', 'amax' "
+                                "and 'amin' are")
+    if reduce in ("amax", "amin") and src.shape != idx.shape:
+        raise ProblemError(loc, f"scatter_reduce(reduce={reduce!r}) with a src larger than the index is not modelled "
+                                "(PyTorch's backward compares src with the gathered result); cut src to the index's "
+                                "shape")
+    _float_input(x, "scatter_reduce", loc)
+    if len(src.shape) != len(x.shape):
+        raise ProblemError(loc, "scatter_reduce with a src of another rank than the input is not modelled; give src "
+                                "the input's dims")
+
+    def checks():
+        d = dim_index(a["dim"], len(x.shape), loc)
+        _int_index(idx, "scatter")
+        if x.dtype != src.dtype:
+            raise TorchError("RuntimeError", "scatter(): Expected self.dtype to be equal to src.dtype")
+        _scatter_checks(rt, x, d, idx, loc, src)
+        return d, reduce, bool(a["include_self"])
+
+    return "scatter_reduce", [x, src, idx], checks
+
+
 # ----------------------------------------------------------------------------- the names
 
 _IN = Param("input", "tensor")
@@ -188,7 +222,14 @@ _VALUE = Param("value", "any")   # a number, float("inf"), or a 0-d tensor
 _SOURCE = Param("source", "tensor")
 _MASK = Param("mask", "tensor")
 
+_REDUCE_ARGS = (_DIM, _INDEX, Param("src", "tensor"), Param("reduce", "str"),
+                Param("include_self", "bool", True, keyword_only=True))
+
 FUNCTIONS = (
+    Function("scatter_reduce", (_IN,) + _REDUCE_ARGS, _out_of_place(_scatter_reduce_call),
+             doc="ScatterReduceBackward0 (edges input, src; saves index, self, src, result): reduce 'sum' or 'mean'"),
+    Function("scatter_reduce_", (_SELF,) + _REDUCE_ARGS, _in_place("scatter_reduce_", _scatter_reduce_call),
+             where="method", doc="ScatterReduceBackward0 in place (rebases self; a view's base: CopySlices)"),
     Function("index_fill", (_IN, _DIM, _INDEX, _VALUE), _out_of_place(_index_fill_call),
              doc="IndexFillBackward0 (a number value; saves index) or IndexFillBackward1 (a 0-d tensor value; edges "
                  "input, value; saves index)"),

@@ -1,6 +1,7 @@
 """Writes along a dim or under a mask: ``index_fill`` (a number: ``IndexFillBackward0``; a 0-d
-tensor: ``IndexFillBackward1``), ``index_copy`` (``IndexCopyBackward0``) and
-``masked_scatter`` (``MaskedScatterBackward0``).
+tensor: ``IndexFillBackward1``), ``index_copy`` (``IndexCopyBackward0``),
+``masked_scatter`` (``MaskedScatterBackward0``) and ``scatter_reduce`` with sum, mean, amax or
+amin (``ScatterReduceBackward0``).
 
 What PyTorch 2.13 does (``derivatives.yaml``, ``TensorAdvancedIndexing.cpp``), probed on CPU with
 ``saved_tensors_hooks``:
@@ -18,7 +19,13 @@ What PyTorch 2.13 does (``derivatives.yaml``, ``TensorAdvancedIndexing.cpp``), p
 * ``MaskedScatterBackward0`` (edges self, source) saves the mask (and the source's sizes, no
   tensor); self: ``grad.masked_fill(mask, 0)`` summed to self's shape, source: the gradient's
   elements where the mask is set, in row-major order, then zeros, in the source's shape
-  (``masked_scatter_backward``).
+  (``masked_scatter_backward``);
+* ``ScatterReduceBackward0`` (edges self, src) saves the index, self, src, then the result, whatever
+  needs a gradient; ``sum``: self ``grad``, src ``grad.gather(dim, index)``; ``mean``: both divided
+  by each position's count (``include_self`` counts self; 0 made 1); ``amax`` / ``amin``: ``grad``
+  shared evenly among the values equal to the result (self counted even without
+  ``include_self``, as the formula reads); without ``include_self``,
+  self's gradient is 0 where the index writes (``grad_self.scatter(dim, index, 0)``).
 
 The index (int64) or the mask (bool) is never differentiable, so it is the last operand of each
 op here (the node's edges are the float operands, in ATen's order); its values are read from
@@ -168,11 +175,108 @@ def masked_scatter_vjp(B, gs, ins, outs, p, need):
     return [self_grad(B, g, x, mask) if need[0] else None, source_grad() if need[1] else None, None]
 
 
+# ----------------------------------------------------------------------------- scatter_reduce (sum, mean)
+
+def _reduce_parts(B, x, src, idx, p):
+    """The positions ``index`` names along dim (numpy's key), src cut to the index's shape, and
+    each position's count of values averaged (``include_self`` counts self; at least 1)."""
+    from adjoint.engine.ops.indexing import along_key
+    dim, reduce, include_self = p
+    ii = B.as_indices(idx)
+    key = along_key(ii, dim)
+    part = B.index(src, tuple(slice(0, n) for n in ii.shape))
+    counts = np.full(tuple(B.shape(x)), 1 if include_self else 0, dtype=np.int64)
+    np.add.at(counts, key, 1)
+    counts[counts == 0] = 1
+    return key, part, counts
+
+
+def _count_tensor(B, counts):
+    return B.integers(counts.reshape(-1).tolist(), counts.shape)
+
+
+def _layers(key):
+    """The index's entries split by how often their position was named before them: layer k holds
+    each position's (k+1)-th contribution (numpy keys into the result and into src's part)."""
+    full = np.broadcast_shapes(*(k.shape for k in key))
+    cols = np.stack([np.broadcast_to(k, full).reshape(-1) for k in key])
+    src_pos = np.indices(full).reshape(len(full), -1)
+    seen: dict = {}
+    rank = np.empty(cols.shape[1], dtype=np.int64)
+    for j, pos in enumerate(map(tuple, cols.T.tolist())):
+        rank[j] = seen.get(pos, 0)
+        seen[pos] = rank[j] + 1
+    return [(tuple(c[rank == r] for c in cols), tuple(c[rank == r] for c in src_pos))
+            for r in range(int(rank.max()) + 1 if rank.size else 0)]
+
+
+def _extreme(B, x, part, key, p):
+    """amax / amin: each position's largest (smallest) of self (with include_self) and the src
+    values the index sends there, layer by layer."""
+    dim, reduce, include_self = p
+    rel = ">" if reduce == "amax" else "<"
+    acc = x
+    for k, (at, src_at) in enumerate(_layers(key)):
+        vals = B.index(part, src_at)
+        if k == 0 and not include_self:
+            acc = B.assign(acc, at, vals)
+            continue
+        cur = B.index(acc, at)
+        acc = B.assign(acc, at, B.choose(B.sub(vals, cur), rel, vals, cur))
+    return acc
+
+
+def _is(B, a, b):
+    """``(a == b)`` as 1 and 0."""
+    shape = B.shape(B.sub(a, b))
+    return B.choose(B.sub(a, b), "==", B.full(shape, 1), B.zeros(shape))
+
+
+def scatter_reduce_forward(B, ins, p):
+    x, src, idx = ins
+    dim, reduce, include_self = p
+    key, part, counts = _reduce_parts(B, x, src, idx, p)
+    if reduce in ("amax", "amin"):
+        return _extreme(B, x, part, key, p)
+    base = x if include_self else B.assign(x, key, B.zeros(()))
+    total = B.add(base, B.place_add(B.shape(x), key, part))
+    return total if reduce == "sum" else B.div(total, _count_tensor(B, counts))
+
+
+def scatter_reduce_vjp(B, gs, ins, outs, p, need):
+    # scatter_reduce_backward: sum: self g, src g.gather(dim, index); mean: N = (include_self ? 1 : 0)
+    # + the count of src values at each position (0 made 1), self g / N, src g.gather / N.gather;
+    # without include_self, self's gradient is 0 where the index writes
+    x, src, idx = ins[0], ins[1], ins[2]
+    dim, reduce, include_self = p
+    g = gs[0]
+    key, part, counts = _reduce_parts(B, x, src, idx, p)
+    if reduce in ("amax", "amin"):
+        # evenly shared among the values equal to the result (self counted whatever include_self)
+        result = outs[0]
+        self_is = _is(B, x, result)
+        src_is = _is(B, part, B.index(result, key))
+        spread = B.div(g, B.add(self_is, B.place_add(B.shape(x), key, src_is)))
+        self_grad_ = B.mul(self_is, spread)
+        src_grad = B.mul(src_is, B.index(spread, key))
+    elif reduce == "mean":
+        n = _count_tensor(B, counts)
+        self_grad_ = B.div(g, n)
+        src_grad = B.div(B.index(g, key), B.index(n, key))
+    else:
+        self_grad_ = g
+        src_grad = B.index(g, key)
+    if not include_self:
+        self_grad_ = B.assign(self_grad_, key, B.zeros(()))
+    return [self_grad_ if need[0] else None, src_grad if need[1] else None, None]
+
+
 # ----------------------------------------------------------------------------- how they read
 
 INDEX_FILL = Fn("index_fill", "\\operatorname{index\\_fill}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 INDEX_FILL_T = Fn("index_fill_t", "\\operatorname{index\\_fill}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 INDEX_COPY = Fn("index_copy", "\\operatorname{index\\_copy}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+SCATTER_REDUCE = Fn("scatter_reduce", "\\operatorname{scatter\\_reduce}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 MASKED_SCATTER = Fn("masked_scatter", "\\operatorname{masked\\_scatter}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 
 
@@ -213,4 +317,14 @@ OPS = (
        math=Math(lambda a, p, shape, k: TFn(MASKED_SCATTER, (a[0], a[1], a[2]), tuple(shape))),
        checks=(Check(((2, 3), (2, 2), (2, 3)), None, given=((2, (1, 0, 1, 0, 1, 1)),)),
                Check(((3,), (5,), (2, 3)), None, given=((2, (0, 1, 1, 1, 0, 0)),)))),
+    Op("scatter_reduce", "ScatterReduceBackward0", scatter_reduce_forward, scatter_reduce_vjp, self_shape,
+       (Save("index", "in", 2), Save("self", "in", 0), Save("src", "in", 1), Save("result", "out", 0)),
+       "sum: self g, src g at the positions written (gather); mean: both divided by each position's count; "
+       "without include_self, self's gradient 0 where the index writes", negzero="never",
+       differentiable=(True, True, False),
+       kink_doc="index (int64) has no edge; amax / amin share the gradient evenly among ties (self counted even "
+                "without include_self, as PyTorch does); prod is refused (not modelled yet)",
+       math=_math(SCATTER_REDUCE, lambda p: f"{p[0]},\\,\\mathrm{{{p[1]}}}" + ("" if p[2] else ",\\,\\neg\\mathrm{self}")),
+       checks=tuple(Check(((2, 3), (2, 2), (2, 2)), (1, reduce, inc), given=((2, (0, 0, 2, 1)),))
+                    for reduce in ("sum", "mean", "amax", "amin") for inc in (True, False))),
 )
