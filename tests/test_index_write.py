@@ -4,6 +4,8 @@ CopySlices for a view written in place), values and the gradients of both differ
 operands; PyTorch's errors, exact type and message (tests/data/regressions/index_fill_*.yaml,
 index_copy_*.yaml check hooks, saved tensors and version counters through verify)."""
 
+import warnings
+
 import pytest
 
 from conftest import require_torch
@@ -176,3 +178,26 @@ def test_scatter_reduce_ties_share_the_gradient_as_in_torch():
 def test_scatter_reduce_prod_is_refused():
     with pytest.raises(adjoint.ProblemError, match="not modelled yet"):
         adjoint.loads(problem("x.scatter_reduce(1, i, s, 'prod')", [[0, 1]], MASK)).solve()
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_reduce_argument_values_and_its_not_implemented_backward(reduce):
+    """scatter(..., reduce=) has no derivative: a NotImplemented node whose backward raises; the
+    values sum (multiply) every value sent to a position."""
+    idx = [[0, 0, 3, 0], [1, 1, 1, 1]]
+    for expr, fn in ((f"x[:2].scatter(1, i, s, reduce='{reduce}')",
+                      lambda x, s, i, m: x[:2].scatter(1, i, s, reduce=reduce)),
+                     (f"(x[:2] * 1).scatter_(1, i, 1.5, reduce='{reduce}')",
+                      lambda x, s, i, m: (x[:2] * 1).scatter_(1, i, 1.5, reduce=reduce))):
+        js = adjoint.loads(problem(expr, idx, MASK)).solve().variants[0].to_json()
+        x, st = t64(X, True), t64(S, True)
+        with warnings.catch_warnings():   # the src overload's deprecation (TORCH_WARN_ONCE: once a process)
+            warnings.simplefilter("ignore")
+            h = fn(x, st, torch.tensor(idx), torch.tensor(MASK))
+        assert h.grad_fn.name() == "torch::autograd::NotImplemented"
+        with pytest.raises(RuntimeError) as info:
+            (h * h * h).sum().backward()
+        assert (js["error"]["type"], js["error"]["message"], js["error"]["during"]) == \
+            ("RuntimeError", str(info.value), "backward")
+        fwd = Case(problem(expr, idx, MASK).replace('loss: "sum(y * y * y)"', 'loss: "sum(x * x)"'))
+        assert_close(fwd.value("h"), h, "h")

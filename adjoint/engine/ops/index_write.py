@@ -271,12 +271,88 @@ def scatter_reduce_vjp(B, gs, ins, outs, p, need):
     return [self_grad_ if need[0] else None, src_grad if need[1] else None, None]
 
 
+# ----------------------------------------------------------------------------- scatter(..., reduce=) (no derivative)
+
+def _legacy_product(B, acc, key, vals_at):
+    """``acc`` with each position multiplied by the values the index sends there, layer by layer
+    (``vals_at(src_at)``: the values of one layer)."""
+    for at, src_at in _layers(key):
+        acc = B.assign(acc, at, B.mul(B.index(acc, at), vals_at(src_at)))
+    return acc
+
+
+def scatter_legacy_forward(B, ins, p):
+    """``scatter(dim, index, src, reduce='add' | 'multiply')``: src's values (cut to the index's
+    shape) added into, or multiplying, the positions the index names (repeats apply each)."""
+    from adjoint.engine.ops.indexing import along_key
+    x, src, idx = ins
+    dim, reduce = p[:2]
+    ii = B.as_indices(idx)
+    key = along_key(ii, dim)
+    part = B.index(src, tuple(slice(0, n) for n in ii.shape))
+    if reduce == "add":
+        return B.add(x, B.place_add(B.shape(x), key, part))
+    return _legacy_product(B, x, key, lambda at: B.index(part, at))
+
+
+def scatter_legacy_vjp(B, gs, ins, outs, p, need):
+    # never run: the NotImplemented node raises first ("derivative for aten::scatter is not
+    # implemented"); what it would be: add: g, g.gather(dim, index); multiply: g times the factors
+    # each position met, g * result / src at the positions
+    from adjoint.engine.ops.indexing import along_key
+    x, src, idx = ins
+    dim, reduce = p[:2]
+    g = gs[0]
+    ii = B.as_indices(idx)
+    key = along_key(ii, dim)
+    part = B.index(src, tuple(slice(0, n) for n in ii.shape))
+    if reduce == "add":
+        return [g, B.index(g, key), None]
+    factors = _legacy_product(B, B.full(B.shape(x), 1), key, lambda at: B.index(part, at))
+    result = B.mul(x, factors)
+    return [B.mul(g, factors), B.div(B.index(B.mul(g, result), key), part), None]
+
+
+def scatter_legacy_value_forward(B, ins, p):
+    from adjoint.engine.ops.indexing import along_key
+    x, idx = ins
+    dim, reduce, value = p[:3]
+    ii = B.as_indices(idx)
+    key = along_key(ii, dim)
+    v = B.broadcast_to(B.scalar(Fraction(value)), ii.shape)
+    if reduce == "add":
+        return B.add(x, B.place_add(B.shape(x), key, v))
+    return _legacy_product(B, x, key, lambda at: B.index(v, at))
+
+
+def scatter_legacy_value_vjp(B, gs, ins, outs, p, need):
+    # never run (the NotImplemented node raises); what it would be: g times the factors met
+    from adjoint.engine.ops.indexing import along_key
+    x, idx = ins
+    dim, reduce, value = p[:3]
+    if reduce == "add":
+        return [gs[0], None]
+    ii = B.as_indices(idx)
+    key = along_key(ii, dim)
+    v = B.broadcast_to(B.scalar(Fraction(value)), ii.shape)
+    return [B.mul(gs[0], _legacy_product(B, B.full(B.shape(x), 1), key, lambda at: B.index(v, at))), None]
+
+
+def scatter_legacy_error(dtypes, p, need):
+    """derivatives.yaml has no formula for scatter.reduce / scatter.value_reduce: the generated code
+    records a ``NotImplemented("aten::scatter")`` node (``aten::scatter_`` in place: ``p``'s last
+    item), whose apply raises (Error::apply)."""
+    return ("RuntimeError", f"derivative for aten::{p[-1]} is not implemented", "not_implemented")
+
+
 # ----------------------------------------------------------------------------- how they read
 
 INDEX_FILL = Fn("index_fill", "\\operatorname{index\\_fill}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 INDEX_FILL_T = Fn("index_fill_t", "\\operatorname{index\\_fill}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 INDEX_COPY = Fn("index_copy", "\\operatorname{index\\_copy}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 SCATTER_REDUCE = Fn("scatter_reduce", "\\operatorname{scatter\\_reduce}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+SCATTER_LEGACY = Fn("scatter_legacy", "\\operatorname{scatter}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+SCATTER_LEGACY_VALUE = Fn("scatter_legacy_value", "\\operatorname{scatter}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 MASKED_SCATTER = Fn("masked_scatter", "\\operatorname{masked\\_scatter}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 
 
@@ -327,4 +403,19 @@ OPS = (
        math=_math(SCATTER_REDUCE, lambda p: f"{p[0]},\\,\\mathrm{{{p[1]}}}" + ("" if p[2] else ",\\,\\neg\\mathrm{self}")),
        checks=tuple(Check(((2, 3), (2, 2), (2, 2)), (1, reduce, inc), given=((2, (0, 0, 2, 1)),))
                     for reduce in ("sum", "mean", "amax", "amin") for inc in (True, False))),
+    Op("scatter_legacy", "torch::autograd::NotImplemented", scatter_legacy_forward, scatter_legacy_vjp, self_shape, (),
+       "raises: derivative for aten::scatter is not implemented", grows=True, differentiable=(True, True, False),
+       kink_doc="index (int64) has no edge; the node saves nothing and its backward raises",
+       math=_math(SCATTER_LEGACY, lambda p: f"{p[0]},\\,\\mathrm{{{p[1]}}}"),
+       # multiply's would-be VJP reads self and src, which the node (saving nothing) has not: checked add alone
+       checks=(Check(((2, 3), (2, 2), (2, 2)), (1, "add", "scatter"), given=((2, (0, 0, 2, 1)),)),),
+       backward_error=scatter_legacy_error, sequence_nr_max=True, takes_sequence_nr=False),
+    Op("scatter_legacy_value", "torch::autograd::NotImplemented", scatter_legacy_value_forward,
+       scatter_legacy_value_vjp, self_shape, (), "raises: derivative for aten::scatter is not implemented",
+       grows=True, differentiable=(True, False),
+       kink_doc="index (int64) has no edge; the node saves nothing and its backward raises",
+       math=_math(SCATTER_LEGACY_VALUE, lambda p: f"{p[0]},\\,\\mathrm{{{p[1]}}},\\,{p[2]}"),
+       checks=tuple(Check(((2, 3), (2, 2)), (1, reduce, Fraction(3, 2), "scatter"), given=((1, (0, 0, 2, 1)),))
+                    for reduce in ("add", "multiply")),
+       backward_error=scatter_legacy_error, sequence_nr_max=True, takes_sequence_nr=False),
 )
