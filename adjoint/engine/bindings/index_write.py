@@ -15,8 +15,8 @@
   broadcast against each other (the mask tensor a of the size error); then the dtypes, the
   mask's dtype (bool), and the kernel's count of source elements;
 * ``torch.scatter_reduce(input, dim, index, src, reduce, *, include_self=True)`` with ``sum``,
-  ``mean``, ``amax`` or ``amin``: ``ScatterReduceBackward0`` (the checks scatter's; ``prod``
-  refused, and amax / amin with a src larger than the index);
+  ``prod``, ``mean``, ``amax`` or ``amin``: ``ScatterReduceBackward0`` (the checks scatter's;
+  prod, amax, amin with a src larger than the index refused);
 * ``x.index_fill_``, ``x.index_copy_``, ``x.masked_scatter_``, ``x.scatter_reduce_``: the same nodes in place (check_inplace,
   the node, the checks, one version bump, rebase_history; unrecorded: the value written with
   one bump), as :func:`adjoint.engine.bindings.indexing._in_place` runs scatter_; masked_scatter_
@@ -186,13 +186,14 @@ def _masked_scatter_call(inplace: bool):
 def _scatter_reduce_call(rt, a, loc):
     """scatter_reduce's checks, after ScatterReduceBackward0 packed the index, self and src
     (scatter_meta's: the dim, the index's dtype, self's and src's dtypes, the index's rank and
-    sizes, then the kernel's bounds). ``prod`` is not modelled."""
+    sizes, then the kernel's bounds). prod, amax and amin with a src larger than the index are
+    refused (PyTorch's backward compares src with index-shaped values)."""
     from adjoint.engine.bindings.indexing import _int_index, _scatter_checks
     x, idx, src, reduce = a["input"], a["index"], a["src"], a["reduce"]
-    if reduce not in ("sum", "mean", "amax", "amin"):
-        raise ProblemError(loc, f"scatter_reduce(reduce={reduce!r}) is not modelled yet; reduce='sum', 'mean', 'amax' "
-                                "and 'amin' are")
-    if reduce in ("amax", "amin") and src.shape != idx.shape:
+    if reduce not in ("sum", "mean", "amax", "amin", "prod"):
+        raise ProblemError(loc, f"scatter_reduce(reduce={reduce!r}) is not modelled; reduce='sum', 'prod', 'mean', "
+                                "'amax' and 'amin' are")
+    if reduce in ("amax", "amin", "prod") and src.shape != idx.shape:
         raise ProblemError(loc, f"scatter_reduce(reduce={reduce!r}) with a src larger than the index is not modelled "
                                 "(PyTorch's backward compares src with the gathered result); cut src to the index's "
                                 "shape")

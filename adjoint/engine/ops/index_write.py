@@ -1,7 +1,7 @@
 """Writes along a dim or under a mask: ``index_fill`` (a number: ``IndexFillBackward0``; a 0-d
 tensor: ``IndexFillBackward1``), ``index_copy`` (``IndexCopyBackward0``),
-``masked_scatter`` (``MaskedScatterBackward0``) and ``scatter_reduce`` with sum, mean, amax or
-amin (``ScatterReduceBackward0``).
+``masked_scatter`` (``MaskedScatterBackward0``), ``scatter_reduce`` (``ScatterReduceBackward0``)
+and ``scatter(..., reduce=)`` (no derivative: ``NotImplemented``).
 
 What PyTorch 2.13 does (``derivatives.yaml``, ``TensorAdvancedIndexing.cpp``), probed on CPU with
 ``saved_tensors_hooks``:
@@ -24,7 +24,9 @@ What PyTorch 2.13 does (``derivatives.yaml``, ``TensorAdvancedIndexing.cpp``), p
   needs a gradient; ``sum``: self ``grad``, src ``grad.gather(dim, index)``; ``mean``: both divided
   by each position's count (``include_self`` counts self; 0 made 1); ``amax`` / ``amin``: ``grad``
   shared evenly among the values equal to the result (self counted even without
-  ``include_self``, as the formula reads); without ``include_self``,
+  ``include_self``, as the formula reads); ``prod``: self ``grad * prod(self's zeros made 1) /
+  (that self)``, src ``grad * result / src``, a src zero alone at its position ``grad`` times the
+  others' product, two zeros 0; without ``include_self``,
   self's gradient is 0 where the index writes (``grad_self.scatter(dim, index, 0)``).
 
 The index (int64) or the mask (bool) is never differentiable, so it is the last operand of each
@@ -226,6 +228,35 @@ def _extreme(B, x, part, key, p):
     return acc
 
 
+def _product(B, x, part, key, include_self):
+    """prod: each position's self (with include_self) times the src values sent there, in order."""
+    acc = x
+    for k, (at, src_at) in enumerate(_layers(key)):
+        vals = B.index(part, src_at)
+        acc = B.assign(acc, at, vals if k == 0 and not include_self else B.mul(B.index(acc, at), vals))
+    return acc
+
+
+def _prod_vjp(B, g, x, part, key, result, include_self):
+    """scatter_reduce_backward's prod: zeros in self and src handled as PyTorch does (a src zero
+    alone at its position gets the product of the others; two or more zeros: 0)."""
+    def ones_where_zero(t):
+        shape = B.shape(t)
+        return B.choose(t, "==", B.full(shape, 1), B.zeros(shape))
+
+    one = B.full((), 1)
+    masked_self = B.choose(x, "==", B.broadcast_to(one, B.shape(x)), x)
+    self_grad_ = B.div(B.mul(g, _product(B, masked_self, part, key, include_self)), masked_self)
+    src_zero = ones_where_zero(part)
+    zeros_at = B.index(B.place_add(B.shape(x), key, src_zero), key)
+    single = B.mul(src_zero, ones_where_zero(B.sub(zeros_at, one)))
+    masked_src = B.choose(single, "!=", B.broadcast_to(one, B.shape(part)), part)
+    masked_src_result = _product(B, x, masked_src, key, include_self)
+    plain = B.div(B.index(B.mul(g, result), key), B.choose(src_zero, "!=", B.broadcast_to(one, B.shape(part)), part))
+    src_grad = B.choose(single, "!=", B.index(B.mul(g, masked_src_result), key), plain)
+    return self_grad_, src_grad
+
+
 def _is(B, a, b):
     """``(a == b)`` as 1 and 0."""
     shape = B.shape(B.sub(a, b))
@@ -238,6 +269,8 @@ def scatter_reduce_forward(B, ins, p):
     key, part, counts = _reduce_parts(B, x, src, idx, p)
     if reduce in ("amax", "amin"):
         return _extreme(B, x, part, key, p)
+    if reduce == "prod":
+        return _product(B, x, part, key, include_self)
     base = x if include_self else B.assign(x, key, B.zeros(()))
     total = B.add(base, B.place_add(B.shape(x), key, part))
     return total if reduce == "sum" else B.div(total, _count_tensor(B, counts))
@@ -251,7 +284,9 @@ def scatter_reduce_vjp(B, gs, ins, outs, p, need):
     dim, reduce, include_self = p
     g = gs[0]
     key, part, counts = _reduce_parts(B, x, src, idx, p)
-    if reduce in ("amax", "amin"):
+    if reduce == "prod":
+        self_grad_, src_grad = _prod_vjp(B, g, x, part, key, outs[0], include_self)
+    elif reduce in ("amax", "amin"):
         # evenly shared among the values equal to the result (self counted whatever include_self)
         result = outs[0]
         self_is = _is(B, x, result)
@@ -399,10 +434,10 @@ OPS = (
        "without include_self, self's gradient 0 where the index writes", negzero="never",
        differentiable=(True, True, False),
        kink_doc="index (int64) has no edge; amax / amin share the gradient evenly among ties (self counted even "
-                "without include_self, as PyTorch does); prod is refused (not modelled yet)",
+                "without include_self, as PyTorch does); prod's zeros as PyTorch's formula treats them",
        math=_math(SCATTER_REDUCE, lambda p: f"{p[0]},\\,\\mathrm{{{p[1]}}}" + ("" if p[2] else ",\\,\\neg\\mathrm{self}")),
        checks=tuple(Check(((2, 3), (2, 2), (2, 2)), (1, reduce, inc), given=((2, (0, 0, 2, 1)),))
-                    for reduce in ("sum", "mean", "amax", "amin") for inc in (True, False))),
+                    for reduce in ("sum", "mean", "amax", "amin", "prod") for inc in (True, False))),
     Op("scatter_legacy", "torch::autograd::NotImplemented", scatter_legacy_forward, scatter_legacy_vjp, self_shape, (),
        "raises: derivative for aten::scatter is not implemented", grows=True, differentiable=(True, True, False),
        kink_doc="index (int64) has no edge; the node saves nothing and its backward raises",
