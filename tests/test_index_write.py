@@ -202,3 +202,22 @@ def test_scatter_reduce_argument_values_and_its_not_implemented_backward(reduce)
             ("RuntimeError", str(info.value), "backward")
         fwd = Case(problem(expr, idx, MASK).replace('loss: "sum(y * y * y)"', 'loss: "sum(x * x)"'))
         assert_close(fwd.value("h"), h, "h")
+
+
+@pytest.mark.parametrize("shape, dim, idx", [((3, 4), 0, [5]), ((3, 4), 0, [-1]), ((4,), 0, [4]),
+                                             ((2, 3, 4), 2, [7, 0]), ((2, 3, 4), 1, [3]), ((3, 4), -1, [9])])
+def test_index_select_out_of_bounds_is_worded_by_the_dim(shape, dim, idx):
+    """index_select's CPU kernel: dim 1 of a tensor of 2 or more dims has its own loop ("INDICES
+    element is out of DATA bounds, id=5 axis_dim=4"); every other dim IndexError "index out of
+    range in self" (IndexFillBackward1's value gradient goes through the same kernel)."""
+    n = 1
+    for d in shape:
+        n *= d
+    x = torch.arange(float(n), dtype=torch.float64).reshape(shape)
+    text = (f"name: t\ndtype: float64\ninputs:\n  x: {{value: {lit(x.tolist())}, requires_grad: true}}\n"
+            f"  j: {{value: {lit(idx)}, dtype: int64}}\nmodel:\n  inputs: [x, j]\n  forward: |\n"
+            f"    h = x.index_select({dim}, j)\n    return h\nloss: \"sum(y)\"\n")
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    with pytest.raises(Exception) as info:
+        x.requires_grad_().index_select(dim, torch.tensor(idx))
+    assert (js["error"]["type"], js["error"]["message"]) == (type(info.value).__name__, str(info.value))

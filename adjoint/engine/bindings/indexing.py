@@ -263,9 +263,12 @@ def lower_index_select(rt, a, loc):
         if idx.dtype != "int64":
             raise TorchError("RuntimeError", "index_select(): Expected dtype int32 or int64 for index")
         n = _nonempty_size(x, d)
-        bad = _out_of_bounds(rt, idx, 0, n, loc)
-        if bad is not None:
-            raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        if len(x.shape) > 1 and d == 1:   # index_select_out_cpu_dim1_'s own loop names the value
+            bad = _out_of_bounds(rt, idx, 0, n, loc)
+            if bad is not None:
+                raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        elif any(not 0 <= v < n for v in rt.B.as_indices(idx.value).reshape(-1).tolist()):
+            raise TorchError("IndexError", "index out of range in self")   # every other dim's loop (checked in torch)
         return d
 
     d = after_packs(rt, "index_select", [x, idx], loc, checks)
