@@ -128,8 +128,18 @@ class Padded(nn.Module):
         return h.sum(dim=1)
 
 
-def make_circular():
-    return Padded("circular").double()
+class RepeatedCopy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("idx", torch.tensor([1, 1]))
+
+    def forward(self, x):
+        h = x.index_copy(1, self.idx, x[:, :2] * 2)
+        return h.sum(dim=1)
+
+
+def make_repeated_copy():
+    return RepeatedCopy().double()
 
 
 def make_reflect():
@@ -371,7 +381,7 @@ def test_out_in_a_hook_body_is_refused_at_its_line_naming_the_in_place_write(mod
 
 @pytest.mark.parametrize("factory, specs, line, words", [
     # solve refuses the file's line: told at the user's line of the op it points at
-    ("make_circular", ("x=1x1x4x4",), "h = self.conv(x)", "padding_mode='circular'"),
+    ("make_repeated_copy", ("x=2x3",), "h = x.index_copy(1, self.idx, x[:, :2] * 2)", "names one slice twice"),
     ("make_casting", ("x=2x3",), "h + h.double()", "model.double() before importing"),
 ])
 def test_what_the_file_cannot_answer_is_told_at_the_users_line(models, factory, specs, line, words):

@@ -54,6 +54,8 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "index_1", "index_2", "index_3", "index_select", "gather", "scatter", "scatter_value", "scatter_add",
            "index_add", "index_put_1", "index_put_2", "index_put_3", "index_put_acc_1", "index_put_acc_2", "index_put_acc_3",
            "index_put_impl_acc_1", "index_put_impl_acc_2", "index_put_impl_acc_3",
+           # adjoint/engine/ops/index_write.py
+           "index_fill", "index_fill_tensor", "index_copy", "masked_scatter", "scatter_reduce", "scatter_legacy", "scatter_legacy_value",
            # adjoint/engine/ops/basics.py: the one-bound clamps by name (as clamp), std with var's declared J^T lambda
            "clamp_min", "clamp_max", "std",
            # adjoint/engine/ops/second.py: the softmax, log_softmax and nll_loss backward kernels by name (as their ops)

@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
+from adjoint.engine.graph import INF_SEQ, CopySlicesWrite, Edge, Node, SavedVariable, Tensor
 from adjoint.values.strides import contiguous_strides
 from adjoint.engine.ops import REGISTRY
 from adjoint.engine.runtime import float32_params
@@ -194,7 +194,8 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     if rt.grad_enabled and (any(rg_in) or (target.is_view and target.grad_base.requires_grad)):
         check_inplace_allowed(target)
     view = target.is_view
-    seq = rt._new_seq() if make_node else None   # the node before its edges (see Runtime.apply)
+    # the node before its edges (see Runtime.apply); a generated NotImplemented node draws no number
+    seq = (rt._new_seq() if op.takes_sequence_nr else INF_SEQ) if make_node else None
     # collect_next_edges runs only when the op records: under no_grad a stale view's grad_fn is
     # not read (not regenerated, and a view PyTorch forbids to regenerate does not raise)
     old_edge = gradient_edge_now(rt, target) if make_node and target.needs_grad else None
@@ -204,6 +205,8 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         diff = op.differentiable or (True,) * len(ts)
         edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t, d in zip(ts[1:], diff[1:]) if d]
         node = rt.new_node(op.node, edges, op, params, ts, loc, seq)
+        if op.sequence_nr_max:   # torch::autograd::Error: UINT64_MAX, runs first once ready
+            node.seq = INF_SEQ
         save_inputs(rt, node, op, ts)
     rt.check_dtypes(op, ts, params)
     if shape_error is not None:

@@ -147,7 +147,11 @@ LSTM_PROJECTIONS = ("LSTM with projections is not supported with oneDNN. Using d
                     "internally at /__w/pytorch/pytorch/aten/src/ATen/native/RNN.cpp:1512.)")
 
 #: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``; matched by how they start)
-ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL, LAYOUT_CONTRACT, LSTM_PROJECTIONS)
+SCATTER_REDUCE_DEPRECATED = ("The reduce argument of torch.scatter with Tensor src is deprecated and will be removed in a "
+                             "future PyTorch release. Use torch.scatter_reduce instead for more reduction options. "
+                             "(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                             "TensorAdvancedIndexing.cpp:225.)")
+ONCE = (SCATTER_REDUCE_DEPRECATED, CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL, LAYOUT_CONTRACT, LSTM_PROJECTIONS)
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:

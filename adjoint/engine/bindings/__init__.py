@@ -27,7 +27,7 @@ FAMILIES = ("core", "views", "activations", "reductions", "nn", "losses", "maski
             "attention", "conv3d", "delayed", "basics", "rearrange", "glue", "factories", "einsum", "upsample", "packed",
             "rnn_utils",
             "margin_losses", "nll_losses", "bilinear",
-            "embedding_bag", "pointwise3")
+            "embedding_bag", "pointwise3", "index_write")
 
 _functions: dict[str, Function] = {}
 _methods: dict[str, Function] = {}

@@ -263,9 +263,12 @@ def lower_index_select(rt, a, loc):
         if idx.dtype != "int64":
             raise TorchError("RuntimeError", "index_select(): Expected dtype int32 or int64 for index")
         n = _nonempty_size(x, d)
-        bad = _out_of_bounds(rt, idx, 0, n, loc)
-        if bad is not None:
-            raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        if len(x.shape) > 1 and d == 1:   # index_select_out_cpu_dim1_'s own loop names the value
+            bad = _out_of_bounds(rt, idx, 0, n, loc)
+            if bad is not None:
+                raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        elif any(not 0 <= v < n for v in rt.B.as_indices(idx.value).reshape(-1).tolist()):
+            raise TorchError("IndexError", "index out of range in self")   # every other dim's loop (checked in torch)
         return d
 
     d = after_packs(rt, "index_select", [x, idx], loc, checks)
@@ -349,14 +352,15 @@ def _scatter_call(rt, a, loc):
     """scatter's primitive, operands and checks (the kernel's, then the refusal of a position
     written twice), for ``torch.scatter`` and ``x.scatter_``."""
     x, idx, src, value = a["input"], a["index"], a["src"], a["value"]
-    if a["reduce"] is not None:
-        raise ProblemError(loc, "scatter(..., reduce=...) is not modelled yet")
     if src is None and value is None:
         raise ProblemError(loc, "scatter() needs src (a tensor) or value (a number), as PyTorch does")
     if isinstance(src, Fraction):
         src, value = None, src
     if src is not None and not isinstance(src, Tensor):
         raise ProblemError(loc, f"scatter(): argument 'src' must be a Tensor: {PARSER_TYPE_ERROR}")
+
+    if a["reduce"] is not None:
+        return _scatter_legacy_reduce_call(rt, x, idx, src, value, a["reduce"], a["dim"], "self" in a, loc)
 
     def checks():
         d = dim_index(a["dim"], len(x.shape), loc)
@@ -367,6 +371,36 @@ def _scatter_call(rt, a, loc):
     if src is not None:
         return "scatter", [x, src, idx], checks
     return "scatter_value", [x, idx], checks
+
+
+def _scatter_legacy_reduce_call(rt, x: Tensor, idx: Tensor, src, value, reduce: str, dim: int, inplace: bool,
+                                loc: Loc):
+    """``scatter(dim, index, src | value, reduce='add' | 'multiply')`` (scatter.reduce,
+    scatter.value_reduce; adjoint.engine.ops.index_write): derivatives.yaml has no formula, so a
+    ``NotImplemented`` node (no saved tensor) whose backward raises, naming ``aten::scatter_`` in
+    place. The src overload warns (TORCH_WARN_ONCE) in its meta function, before the checks:
+    scatter's, then the reduce's name."""
+    from adjoint.engine import warns
+    if x.dtype in ("int64", "bool"):
+        raise ProblemError(loc, f"scatter(..., reduce=) into a {x.dtype} tensor is not modelled; scatter into a "
+                                "float tensor")
+    if src is not None and len(src.shape) != len(x.shape):
+        raise ProblemError(loc, "scatter(..., reduce=) with a src of another rank than the input is not modelled; "
+                                "give src the input's dims")
+    name = "scatter_" if inplace else "scatter"
+
+    def checks():
+        if src is not None:
+            warns.warn_once(rt, "UserWarning", warns.SCATTER_REDUCE_DEPRECATED)
+        d = dim_index(dim, len(x.shape), loc)
+        _scatter_checks(rt, x, d, idx, loc, src)
+        if reduce not in ("add", "multiply"):
+            raise TorchError("RuntimeError", "reduce argument must be either add or multiply.")
+        return (d, reduce, name) if src is not None else (d, reduce, value, name)
+
+    if src is not None:
+        return "scatter_legacy", [x, src, idx], checks
+    return "scatter_legacy_value", [x, idx], checks
 
 
 def _scatter_add_call(rt, a, loc):

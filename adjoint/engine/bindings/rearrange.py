@@ -244,13 +244,10 @@ def _pad_length_checks(x: Tensor, pads: tuple) -> None:
 def pad_by_copies(rt, x: Tensor, pads: tuple, mode: str, value, loc):
     """``at::pad`` with ``mode='reflect'`` or ``'replicate'`` (``_pad_enum``): its checks in its
     order, then ``reflection_pad{1,2,3}d`` / ``replication_pad{1,2,3}d`` (adjoint.engine.ops.padding);
-    ``'circular'`` (a composite of slices and copies) is refused."""
+    ``'circular'``: ``at::_pad_circular``, slices and copies (adjoint.engine.bindings.pad_circular)."""
     from adjoint.engine.ops.padding import PadSpec
-    if mode == "circular":
-        raise ProblemError(loc, "F.pad(mode='circular') is not modelled yet (PyTorch builds it from slices and "
-                                "CopySlices); use mode='constant', 'reflect' or 'replicate'")
-    if mode not in ("reflect", "replicate"):
-        raise ProblemError(loc, f"F.pad(mode={mode!r}): PyTorch knows constant, reflect, replicate and circular")
+    if mode not in ("reflect", "replicate", "circular"):
+        raise TorchError("NotImplementedError", f"Unrecognised padding mode {mode}")   # pad_symint's, first
     _pad_length_checks(x, pads)
     if value is not None and value != 0:
         raise TorchError("RuntimeError", f'Padding mode "{mode}" doesn\'t take in value argument')
@@ -258,6 +255,12 @@ def pad_by_copies(rt, x: Tensor, pads: tuple, mode: str, value, loc):
     if not (k in (1, 2, 3) and k + 1 <= len(x.shape) <= k + 2):
         raise TorchError("NotImplementedError", f"Padding size {len(pads)} is not supported for {len(x.shape)}D input "
                                                 f"tensor.\n{_NON_CONSTANT}")
+    if mode == "circular":
+        from adjoint.engine.bindings.pad_circular import pad_circular
+        if 0 in x.shape:
+            raise ProblemError(loc, "F.pad(mode='circular') of a tensor with no element is not modelled")
+        _float_input(x, loc, "F.pad")
+        return pad_circular(rt, x, pads, loc)
     if any(p < 0 for p in pads) or 0 in x.shape:
         raise ProblemError(loc, f"F.pad(mode={mode!r}) with a negative pad or of a tensor with no element is not "
                                 "modelled yet (PyTorch crops, or checks sizes adjoint does not follow)")

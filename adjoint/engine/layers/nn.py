@@ -42,9 +42,6 @@ def _conv(rank: int):
     def forward(c):
         mode = c.arg("padding_mode")
         x, padding = c.args[0], c.arg("padding")
-        if mode == "circular":
-            raise ProblemError(c.loc, f"Conv{rank}d with padding_mode='circular' pads with F.pad(mode='circular'), "
-                                      "which adjoint does not model yet; use 'zeros', 'reflect' or 'replicate'")
         if mode != "zeros":   # _conv_forward: F.pad(input, _reversed_padding_repeated_twice, mode), then no padding
             x = pad_by_copies(c.rt, x, _reversed_padding_repeated_twice(c, rank), mode, None, c.loc)
             padding = (0,) * rank

@@ -38,7 +38,8 @@ FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activation
             "transcendental", "rearrange", "prod", "upsample", "padding", "prelu", "glu", "pixel", "second_layers",
             "margin_losses", "distance", "trilinear",
             "embedding_bag", "addc",
-            "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp")
+            "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp",
+            "index_write")
 
 _registry: dict[str, Op] = {}
 

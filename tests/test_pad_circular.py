@@ -1,0 +1,92 @@
+"""F.pad(mode='circular') and Conv{1,2,3}d(padding_mode='circular') against real torch (float64):
+at::_pad_circular's graph (CopySlices over SliceBackward0 nodes: one copy into the middle, one per
+positive pad), values and gradients, negative pads that crop, PyTorch's errors
+(tests/data/regressions/pad_circular.yaml checks hooks and saved tensors through verify)."""
+
+import pytest
+
+from conftest import require_torch
+
+torch = require_torch()
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import adjoint  # noqa: E402
+from nn_harness import (Case, assert_close, assert_expr_matches_torch, distinct, expr_problem, lit,  # noqa: E402
+                        t64, torch_chain)
+
+X = distinct((2, 3, 4), 1)
+
+
+@pytest.mark.parametrize("expr, torch_fn", [
+    ("F.pad(x, (2, 1), mode='circular')", lambda x: F.pad(x, (2, 1), mode="circular")),
+    ("F.pad(x, (0, 4), mode='circular')", lambda x: F.pad(x, (0, 4), mode="circular")),
+    ("F.pad(x, (1, 2, 3, 0), mode='circular')", lambda x: F.pad(x, (1, 2, 3, 0), mode="circular")),
+    ("F.pad(x * 2, (-1, 2), mode='circular')", lambda x: F.pad(x * 2, (-1, 2), mode="circular")),
+    ("F.pad(x, (1, -2, -1, 1), mode='circular')", lambda x: F.pad(x, (1, -2, -1, 1), mode="circular")),
+    ("F.pad(x.unsqueeze(0), (1, 1, 0, 2, 1, 1), mode='circular')",
+     lambda x: F.pad(x.unsqueeze(0), (1, 1, 0, 2, 1, 1), mode="circular")),
+    ("F.pad(x.transpose(1, 2), (2, 0, 1, 1), mode='circular')",
+     lambda x: F.pad(x.transpose(1, 2), (2, 0, 1, 1), mode="circular")),
+    ("F.pad(x[0], (3, 3), mode='circular')", lambda x: F.pad(x[0], (3, 3), mode="circular")),
+])
+def test_circular_matches_torch(expr, torch_fn):
+    assert_expr_matches_torch(expr, torch_fn, X)
+
+
+@pytest.mark.parametrize("rank, kernel, padding", [(1, 3, 2), (2, (2, 3), (1, 2)), (2, 3, "same"), (3, 2, 1)])
+def test_circular_padded_conv_matches_torch(rank, kernel, padding):
+    shape = (1, 2) + (3,) * rank
+    ks = (kernel,) * rank if isinstance(kernel, int) else kernel
+    w = distinct((1, 2) + ks, 2)
+    x_value = distinct(shape, 3)
+    text = f"""name: t
+dtype: float64
+inputs:
+  x: {{value: {lit(x_value)}, requires_grad: true}}
+model:
+  children:
+    conv: {{type: Conv{rank}d, args: {{in_channels: 2, out_channels: 1, kernel_size: {lit(kernel)},
+            padding: {lit(padding)}, padding_mode: circular}}, params: {{weight: {lit(w)}, bias: [0.5]}}}}
+  forward: |
+    h = conv(x)
+    return h
+loss: "sum(y * y)"
+"""
+    case = Case(text)
+    conv = getattr(nn, f"Conv{rank}d")(2, 1, kernel, padding=padding, padding_mode="circular").double()
+    with torch.no_grad():
+        conv.weight.copy_(t64(w))
+        conv.bias.fill_(0.5)
+    x = t64(x_value, True)
+    h = conv(x)
+    (h * h).sum().backward()
+    leaves = {"x": x, "conv.weight": conv.weight, "conv.bias": conv.bias}
+    assert case.chain("h") == torch_chain(h, leaves)
+    assert_close(case.value("h"), h, "h")
+    for name, t in leaves.items():
+        assert_close(case.grad(name), t.grad, f"grad of {name}")
+
+
+@pytest.mark.parametrize("expr, torch_fn", [
+    ("F.pad(x, (5, 0), mode='circular')", lambda x: F.pad(x, (5, 0), mode="circular")),
+    ("F.pad(x, (1, 1, 0, 4), mode='circular')", lambda x: F.pad(x, (1, 1, 0, 4), mode="circular")),
+    ("F.pad(x, (-3, -2), mode='circular')", lambda x: F.pad(x, (-3, -2), mode="circular")),
+    ("F.pad(x, (1, 1), mode='circular', value=1.0)", lambda x: F.pad(x, (1, 1), mode="circular", value=1.0)),
+    ("F.pad(x[0, 0], (1, 1), mode='circular')", lambda x: F.pad(x[0, 0], (1, 1), mode="circular")),
+    ("F.pad(x, (1, 1, 1), mode='circular')", lambda x: F.pad(x, (1, 1, 1), mode="circular")),
+    ("F.pad(x, (1, 1, 1), mode='wrap')", lambda x: F.pad(x, (1, 1, 1), mode="wrap")),
+])
+def test_torchs_errors(expr, torch_fn):
+    js = adjoint.loads(expr_problem(expr, X)).solve().variants[0].to_json()
+    with pytest.raises(Exception) as info:
+        torch_fn(t64(X, True))
+    assert js["error"]["type"] == type(info.value).__name__
+    assert js["error"]["message"] == str(info.value)
+
+
+def test_the_result_version_counts_the_copies():
+    """new_empty, then one copy into the middle and one per positive pad: version 3 for (2, 1)."""
+    y = F.pad(t64(X, True), (2, 1), mode="circular")
+    case = Case(expr_problem("F.pad(x, (2, 1), mode='circular')", X))
+    assert case.tensor("h").version.shown == y._version
