@@ -136,6 +136,10 @@ RECORD_DIFFERS = {
     "embedding_max_norm_float32.yaml": "the same, in float32",
     "index_ops_in_place_recorded.yaml": "an input written in place (index_add_ into it) during the forward: the same "
                                         "as above",
+    "embedding_bag_modules.yaml": "an EmbeddingBag weight renormed in place (max_norm) during the forward: the same "
+                                  "as above",
+    "instance_norm_functional_errors_are_answers.yaml": "running statistics (inputs) written in place by "
+                                                        "F.instance_norm during the forward: the same as above",
     "warnings_kl_div_mean_and_non_leaf_grad.yaml": "a parameter written in place (p.mul_(x)) during the forward: "
                                                    "the same as above",
     "function_mark_dirty_second_output.yaml": "an input written in place (by a custom Function that marks it "

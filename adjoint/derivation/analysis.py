@@ -25,6 +25,7 @@ from adjoint.values.numbers.sizes import expandable
 from adjoint.values.mathtree import (TT, TAtom, TBin, TCall, TConst, TLam, TMatMul, TNode, TPut, TTuple, numel, simplify,
                         t_shape, vjp_tree)
 from adjoint.engine.ops import REGISTRY
+from adjoint.engine.torch_errors import TorchError
 from adjoint.derivation.equations import Equations
 from adjoint.derivation.expressions import expr_tree
 from adjoint.engine.complex_grad import call_vjp, complex_node
@@ -316,7 +317,10 @@ class Analysis:
             gs = [cot.get(self.canon(o)) for o in eqn.outs]
             if all(x is None for x in gs):
                 continue
-            res = self._vjp(eqn, gs)
+            try:
+                res = self._vjp(eqn, gs)
+            except TorchError:   # PyTorch's backward formula raises here (the answer's error): nothing flows on
+                continue
             for edge, r in zip(eqn.edges, res):
                 if edge is None or r is None:
                     continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adjoint.engine.autograd_function import declared_vjp, input_dtypes
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.nn_module import LegacyHook
 from adjoint.engine.inplace import copy_slices_backward
@@ -364,7 +365,10 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
             need = [e is not None for e in node.edges]
             outs = _known_vjp(B, known, node, gs, need)
             if outs is None:
-                outs = call_vjp(node, B, gs, list(node.input_values), list(node.output_values), need)
+                try:
+                    outs = call_vjp(node, B, gs, list(node.input_values), list(node.output_values), need)
+                except TorchError:   # PyTorch's backward formula raises here (the answer's error): no flow on
+                    continue
         for i, (edge, g) in enumerate(zip(node.edges, outs)):
             if edge is None or g is None:
                 continue

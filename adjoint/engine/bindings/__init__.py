@@ -54,12 +54,11 @@ def __getattr__(name: str):
 
 #: ``torch.X`` names that are ATen's own bindings with another signature or other defaults than
 #: ``F.X`` (checked in torch 2.13: ``torch.kl_div(x, t)`` and ``torch.binary_cross_entropy_with_logits(x,
-#: t)`` do not reduce, ``torch.adaptive_max_pool1d`` returns (output, indices), the others take their
-#: arguments in another order): refused, never bound with F's signature
+#: t)`` do not reduce, the others take their arguments in another order): refused, never bound with
+#: F's signature (``torch.adaptive_max_pool1d``, which returns (output, indices), has its own lowering)
 ATEN_SIGNATURES = {
     "batch_norm": "(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)",
     "embedding": "(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)",
-    "adaptive_max_pool1d": "(input, output_size), returning (output, indices)",
     "binary_cross_entropy_with_logits": "(input, target, weight=None, pos_weight=None, reduction=0: no reduction by "
                                         "default)",
     "kl_div": "(input, target, reduction=0: no reduction by default, log_target=False)",
