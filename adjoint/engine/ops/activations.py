@@ -23,17 +23,13 @@ from fractions import Fraction
 
 from adjoint.values.mathtree.sympy_names import SymPyName
 from adjoint.values.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, no_gradient, number_text
-from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save, if_needed
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.ops.arith import binary_shape, broadcast_shapes, same_shape
 
 
 def _q(B, v):
     return B.scalar(Fraction(v))
-
-
-def _if(need, i, thunk):
-    return thunk() if need[i] else None
 
 
 def _torch_error(message: str):
@@ -442,9 +438,9 @@ def clamp_tensor_vjp(B, gs, ins, outs, p, need):
             return above
         return B.choose(B.sub(hi, lo), "<", g, above)                              # self > max or max < min
 
-    return [_if(need, 0, lambda: B.sum_to(grad_self, B.shape(x))),
-            _if(need, 1, lambda: B.sum_to(grad_min(), B.shape(lo))) if has_lo else None,
-            _if(need, 2, lambda: B.sum_to(grad_max(), B.shape(hi))) if has_hi else None]
+    return [if_needed(need, 0, lambda: B.sum_to(grad_self, B.shape(x))),
+            if_needed(need, 1, lambda: B.sum_to(grad_min(), B.shape(lo))) if has_lo else None,
+            if_needed(need, 2, lambda: B.sum_to(grad_max(), B.shape(hi))) if has_hi else None]
 
 
 # ----------------------------------------------------------------------------- softmax, log_softmax
@@ -520,8 +516,8 @@ def _extremum_vjp(largest: bool):
         zero, one = B.zeros(shape), _q(B, 1)
         same_inf = B.choose(_nan(B, d), "!=", B.choose(_nan(B, a), "!=", zero, B.choose(_nan(B, b), "!=", zero, one)), zero)
         share = B.choose(B.choose(d, "==", one, same_inf), "!=", B.div(g, _q(B, 2)), g)
-        return [_if(need, 0, lambda: B.sum_to(B.choose(d, lose, zero, share), B.shape(a))),
-                _if(need, 1, lambda: B.sum_to(B.choose(d, win, zero, share), B.shape(b)))]
+        return [if_needed(need, 0, lambda: B.sum_to(B.choose(d, lose, zero, share), B.shape(a))),
+                if_needed(need, 1, lambda: B.sum_to(B.choose(d, win, zero, share), B.shape(b)))]
     return vjp
 
 
@@ -546,8 +542,8 @@ def where_vjp(B, gs, ins, outs, p, need):
     a, b, cond = ins
     g = gs[0]
     zero = B.zeros(B.shape(g))
-    return [_if(need, 0, lambda: B.sum_to(B.broadcast_to(B.where(cond, g, zero), B.shape(g)), B.shape(a))),
-            _if(need, 1, lambda: B.sum_to(B.broadcast_to(B.where(cond, zero, g), B.shape(g)), B.shape(b)))]
+    return [if_needed(need, 0, lambda: B.sum_to(B.broadcast_to(B.where(cond, g, zero), B.shape(g)), B.shape(a))),
+            if_needed(need, 1, lambda: B.sum_to(B.broadcast_to(B.where(cond, zero, g), B.shape(g)), B.shape(b)))]
 
 
 # ----------------------------------------------------------------------------- comparisons

@@ -21,12 +21,8 @@ from dataclasses import replace
 from fractions import Fraction
 
 from adjoint.values.mathtree import TBin, TConst, number
-from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save, if_needed
 from adjoint.engine.ops.arith import broadcast_shapes
-
-
-def _if(need, i, thunk):
-    return thunk() if need[i] else None
 
 
 def addc_shape(shapes, p, loc):
@@ -42,9 +38,9 @@ def addcmul_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     x, t1, t2 = ins
     v = B.scalar(p)
-    return [_if(need, 0, lambda: B.sum_to(g, B.shape(x))),
-            _if(need, 1, lambda: B.sum_to(B.mul(g, B.mul(t2, v)), B.shape(t1))),
-            _if(need, 2, lambda: B.sum_to(B.mul(g, B.mul(t1, v)), B.shape(t2)))]
+    return [if_needed(need, 0, lambda: B.sum_to(g, B.shape(x))),
+            if_needed(need, 1, lambda: B.sum_to(B.mul(g, B.mul(t2, v)), B.shape(t1))),
+            if_needed(need, 2, lambda: B.sum_to(B.mul(g, B.mul(t1, v)), B.shape(t2)))]
 
 
 def addcdiv_forward(B, ins, p):
@@ -56,9 +52,9 @@ def addcdiv_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     x, t1, t2 = ins
     v = B.scalar(p)
-    return [_if(need, 0, lambda: B.sum_to(g, B.shape(x))),
-            _if(need, 1, lambda: B.sum_to(B.mul(g, B.div(v, t2)), B.shape(t1))),
-            _if(need, 2, lambda: B.sum_to(B.mul(B.neg(g), B.div(B.mul(v, t1), B.mul(t2, t2))), B.shape(t2)))]
+    return [if_needed(need, 0, lambda: B.sum_to(g, B.shape(x))),
+            if_needed(need, 1, lambda: B.sum_to(B.mul(g, B.div(v, t2)), B.shape(t1))),
+            if_needed(need, 2, lambda: B.sum_to(B.mul(B.neg(g), B.div(B.mul(v, t1), B.mul(t2, t2))), B.shape(t2)))]
 
 
 ADDCDIV_INTEGER = ("Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform "

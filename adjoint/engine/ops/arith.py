@@ -11,7 +11,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from adjoint.values.mathtree import TBin, TConst, TNeg, binary, number
-from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save, if_needed
 from adjoint.engine.torch_errors import TorchError
 
 
@@ -37,10 +37,6 @@ def same_shape(shapes, p, loc):
     return tuple(shapes[0])
 
 
-def _if(need, i, thunk):
-    return thunk() if need[i] else None
-
-
 # ----------------------------------------------------------------------------- add, sub, rsub
 
 def add_forward(B, ins, p):
@@ -49,7 +45,7 @@ def add_forward(B, ins, p):
 
 def add_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
-    return [_if(need, 0, lambda: B.sum_to(g, B.shape(ins[0]))), _if(need, 1, lambda: B.sum_to(g, B.shape(ins[1])))]
+    return [if_needed(need, 0, lambda: B.sum_to(g, B.shape(ins[0]))), if_needed(need, 1, lambda: B.sum_to(g, B.shape(ins[1])))]
 
 
 def sub_forward(B, ins, p):
@@ -58,8 +54,8 @@ def sub_forward(B, ins, p):
 
 def sub_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
-    return [_if(need, 0, lambda: B.sum_to(g, B.shape(ins[0]))),
-            _if(need, 1, lambda: B.sum_to(B.neg(g), B.shape(ins[1])))]
+    return [if_needed(need, 0, lambda: B.sum_to(g, B.shape(ins[0]))),
+            if_needed(need, 1, lambda: B.sum_to(B.neg(g), B.shape(ins[1])))]
 
 
 def rsub_forward(B, ins, p):
@@ -78,8 +74,8 @@ def mul_forward(B, ins, p):
 
 def mul_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
-    return [_if(need, 0, lambda: B.sum_to(B.mul(g, ins[1]), B.shape(ins[0]))),
-            _if(need, 1, lambda: B.sum_to(B.mul(g, ins[0]), B.shape(ins[1])))]
+    return [if_needed(need, 0, lambda: B.sum_to(B.mul(g, ins[1]), B.shape(ins[0]))),
+            if_needed(need, 1, lambda: B.sum_to(B.mul(g, ins[0]), B.shape(ins[1])))]
 
 
 def div_forward(B, ins, p):
@@ -91,8 +87,8 @@ def div_vjp(B, gs, ins, outs, p, need):
     would overflow in float64 where PyTorch's quotients do not)."""
     g = gs[0]
     a, b = ins
-    return [_if(need, 0, lambda: B.sum_to(B.div(g, b), B.shape(a))),
-            _if(need, 1, lambda: B.sum_to(B.neg(B.mul(g, B.div(B.div(a, b), b))), B.shape(b)))]
+    return [if_needed(need, 0, lambda: B.sum_to(B.div(g, b), B.shape(a))),
+            if_needed(need, 1, lambda: B.sum_to(B.neg(B.mul(g, B.div(B.div(a, b), b))), B.shape(b)))]
 
 
 def reciprocal_forward(B, ins, p):
@@ -156,8 +152,8 @@ def pow_tensor_vjp(B, gs, ins, outs, p, need):
         zero_exp = B.mask(b, lambda s: s == 0)
         return B.sum_to(B.where(zero_exp, B.zeros(B.shape(zero_exp)), local), B.shape(a))
 
-    return [_if(need, 0, grad_a),
-            _if(need, 1, lambda: B.sum_to(pow_exponent_grad(B, g, a, b, outs[0]), B.shape(b)))]
+    return [if_needed(need, 0, grad_a),
+            if_needed(need, 1, lambda: B.sum_to(pow_exponent_grad(B, g, a, b, outs[0]), B.shape(b)))]
 
 
 def rpow_forward(B, ins, p):

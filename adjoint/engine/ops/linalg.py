@@ -5,11 +5,7 @@ the views (:mod:`adjoint.engine.ops.views`)."""
 from __future__ import annotations
 
 from adjoint.values.mathtree import TT, Fn, TBin, TFn, TInner, TMatMul
-from adjoint.engine.ops.record import Check, Math, Op, Save
-
-
-def _if(need, i, thunk):
-    return thunk() if need[i] else None
+from adjoint.engine.ops.record import Check, Math, Op, Save, if_needed
 
 
 # Mismatched inner sizes are the kernel's RuntimeError, an answer (``value_error``): PyTorch's
@@ -77,7 +73,7 @@ def mm_forward(B, ins, p):
 def mm_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     a, b = ins
-    return [_if(need, 0, lambda: B.matmul2d(g, B.t2(b))), _if(need, 1, lambda: B.matmul2d(B.t2(a), g))]
+    return [if_needed(need, 0, lambda: B.matmul2d(g, B.t2(b))), if_needed(need, 1, lambda: B.matmul2d(B.t2(a), g))]
 
 
 def mv_forward(B, ins, p):
@@ -90,8 +86,8 @@ def mv_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     m, v = ins
     k = B.shape(g)[0]
-    return [_if(need, 0, lambda: B.outer(g, v)),
-            _if(need, 1, lambda: B.reshape(B.matmul2d(B.t2(m), B.reshape(g, (k, 1))), B.shape(v)))]
+    return [if_needed(need, 0, lambda: B.outer(g, v)),
+            if_needed(need, 1, lambda: B.reshape(B.matmul2d(B.t2(m), B.reshape(g, (k, 1))), B.shape(v)))]
 
 
 def dot_forward(B, ins, p):
@@ -103,7 +99,7 @@ def dot_forward(B, ins, p):
 def dot_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     a, b = ins
-    return [_if(need, 0, lambda: B.mul(g, b)), _if(need, 1, lambda: B.mul(g, a))]
+    return [if_needed(need, 0, lambda: B.mul(g, b)), if_needed(need, 1, lambda: B.mul(g, a))]
 
 
 def addmm_forward(B, ins, p):
@@ -114,9 +110,9 @@ def addmm_forward(B, ins, p):
 def addmm_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     bias, m1, m2 = ins
-    return [_if(need, 0, lambda: B.sum_to(g, B.shape(bias))),
-            _if(need, 1, lambda: B.matmul2d(g, B.t2(m2))),
-            _if(need, 2, lambda: B.matmul2d(B.t2(m1), g))]
+    return [if_needed(need, 0, lambda: B.sum_to(g, B.shape(bias))),
+            if_needed(need, 1, lambda: B.matmul2d(g, B.t2(m2))),
+            if_needed(need, 2, lambda: B.matmul2d(B.t2(m1), g))]
 
 
 def bmm_shape(shapes, p, loc):
@@ -149,7 +145,7 @@ def bmm_forward(B, ins, p):
 def bmm_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     a, b = ins
-    return [_if(need, 0, lambda: B.bmm(g, _bt(B, b))), _if(need, 1, lambda: B.bmm(_bt(B, a), g))]
+    return [if_needed(need, 0, lambda: B.bmm(g, _bt(B, b))), if_needed(need, 1, lambda: B.bmm(_bt(B, a), g))]
 
 
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)

@@ -34,7 +34,7 @@ from fractions import Fraction
 import numpy as np
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, applied, generic_vjp, number, number_text
-from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save, if_needed
 from adjoint.engine.ops.arith import SUB_TWO_BOOL, binary_shape, same_shape
 from adjoint.engine.torch_errors import TYPE_NAMES
 from adjoint.engine.ops.masking import mask_error, masked_fill_forward, masked_fill_shape, masked_fill_vjp
@@ -107,10 +107,6 @@ def reduced_shape(shapes, p, loc):
     return tuple(shapes[0]) if p.reduction == "none" else ()
 
 
-def _if(need, i, thunk):
-    return thunk() if need[i] else None
-
-
 # ----------------------------------------------------------------------------- mse, smooth_l1, huber
 
 def mse_forward(B, ins, p):
@@ -122,7 +118,7 @@ def mse_vjp(B, gs, ins, outs, p, need):
     x, y = ins[0], ins[1]
     g = spread(B, gs[0], B.shape(x), p.reduction)
     local = B.mul(B.mul(B.scalar(2), B.sub(x, y)), g)
-    return [_if(need, 0, lambda: local), _if(need, 1, lambda: B.neg(local))]
+    return [if_needed(need, 0, lambda: local), if_needed(need, 1, lambda: B.neg(local))]
 
 
 def _smooth(B, d, beta):
@@ -140,7 +136,7 @@ def smooth_l1_vjp(B, gs, ins, outs, p, need):
     x, y = ins[0], ins[1]
     g = spread(B, gs[0], B.shape(x), p.reduction)
     local = B.mul(B.clamp(B.div(B.sub(x, y), B.scalar(p.beta)), -1, 1), g)
-    return [_if(need, 0, lambda: local), _if(need, 1, lambda: B.neg(local))]
+    return [if_needed(need, 0, lambda: local), if_needed(need, 1, lambda: B.neg(local))]
 
 
 def huber_forward(B, ins, p):
@@ -151,7 +147,7 @@ def huber_vjp(B, gs, ins, outs, p, need):
     x, y = ins[0], ins[1]
     g = spread(B, gs[0], B.shape(x), p.reduction)
     local = B.mul(B.clamp(B.sub(x, y), -p.beta, p.beta), g)
-    return [_if(need, 0, lambda: local), _if(need, 1, lambda: B.neg(local))]
+    return [if_needed(need, 0, lambda: local), if_needed(need, 1, lambda: B.neg(local))]
 
 
 def beta_kink(B, ins, p):
@@ -185,7 +181,7 @@ def bce_vjp(B, gs, ins, outs, p, need):
     def grad_target():  # -logit(x) * grad
         return B.mul(B.sub(B.log(B.sub(one, x)), B.log(x)), g)
 
-    return [_if(need, 0, grad_input), _if(need, 1, grad_target)]
+    return [if_needed(need, 0, grad_input), if_needed(need, 1, grad_target)]
 
 
 def bce_kink(B, ins, p):
@@ -244,7 +240,7 @@ def bcel_vjp(B, gs, ins, outs, p, need):
         # log_sigmoid(-x) - log_sigmoid(x) * pos_weight
         return B.mul(B.sub(B.mul(_softplus_neg(B, x), pos_weight), _softplus_neg(B, B.neg(x))), g)
 
-    return [_if(need, 0, grad_input), _if(need, 1, grad_target)]
+    return [if_needed(need, 0, grad_input), if_needed(need, 1, grad_target)]
 
 
 # ----------------------------------------------------------------------------- nll_loss, nll_loss2d
@@ -364,7 +360,7 @@ def xlogy_vjp(B, gs, ins, outs, p, need):
         both = B.mul(B.mask(xb, lambda s: s == 0), B.mask(yb, lambda s: s in (0, -1)))
         return B.sum_to(B.where(both, B.zeros(shape), xlogy_forward(B, [g, yb], None)), B.shape(x))
 
-    return [_if(need, 0, grad_self), _if(need, 1, lambda: B.sum_to(B.div(B.mul(g, x), y), B.shape(y)))]
+    return [if_needed(need, 0, grad_self), if_needed(need, 1, lambda: B.sum_to(B.div(B.mul(g, x), y), B.shape(y)))]
 
 
 # ----------------------------------------------------------------------------- the records

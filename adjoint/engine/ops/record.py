@@ -142,3 +142,8 @@ class Op:
     vjp_unread: Callable | None = None  # (p) -> input slots the VJP does not read with these parameters (a
                                      # training batch norm's running stats, saved before the forward updates
                                      # them): the engine's VJP stands for the call's values there too
+
+
+def if_needed(need, i: int, thunk):
+    """A VJP's gradient for input ``i``: ``thunk()`` when the node needs it (an edge there), else None."""
+    return thunk() if need[i] else None

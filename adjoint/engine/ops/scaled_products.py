@@ -25,13 +25,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TFn, generic_vjp
-from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save, if_needed
 from adjoint.engine.ops.views import expand_shape
 from adjoint.engine.torch_errors import TorchError
-
-
-def _if(need, i, thunk):
-    return thunk() if need[i] else None
 
 
 def _bt(B, x):
@@ -137,9 +133,9 @@ def baddbmm_vjp(B, gs, ins, outs, p, need):
     beta, alpha = p
     g = gs[0]
     x, b1, b2 = ins
-    return [_if(need, 0, lambda: _self_grad(B, g, x, beta)),
-            _if(need, 1, lambda: B.mul(B.bmm(g, _bt(B, b2)), B.scalar(alpha))),
-            _if(need, 2, lambda: B.mul(B.bmm(_bt(B, b1), g), B.scalar(alpha)))]
+    return [if_needed(need, 0, lambda: _self_grad(B, g, x, beta)),
+            if_needed(need, 1, lambda: B.mul(B.bmm(g, _bt(B, b2)), B.scalar(alpha))),
+            if_needed(need, 2, lambda: B.mul(B.bmm(_bt(B, b1), g), B.scalar(alpha)))]
 
 
 def addbmm_forward(B, ins, p):
@@ -153,9 +149,9 @@ def addbmm_vjp(B, gs, ins, outs, p, need):
     x, b1, b2 = ins
     (b, n, _), (_, _, m) = B.shape(b1), B.shape(b2)
     ge = B.broadcast_to(B.reshape(g, (1, n, m)), (b, n, m))
-    return [_if(need, 0, lambda: _self_grad(B, g, x, beta)),
-            _if(need, 1, lambda: B.mul(B.bmm(ge, _bt(B, b2)), B.scalar(alpha))),
-            _if(need, 2, lambda: B.mul(B.bmm(_bt(B, b1), ge), B.scalar(alpha)))]
+    return [if_needed(need, 0, lambda: _self_grad(B, g, x, beta)),
+            if_needed(need, 1, lambda: B.mul(B.bmm(ge, _bt(B, b2)), B.scalar(alpha))),
+            if_needed(need, 2, lambda: B.mul(B.bmm(_bt(B, b1), ge), B.scalar(alpha)))]
 
 
 def addmv_forward(B, ins, p):
@@ -169,9 +165,9 @@ def addmv_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     x, m, v = ins
     k = B.shape(g)[0]
-    return [_if(need, 0, lambda: _self_grad(B, g, x, beta)),
-            _if(need, 1, lambda: B.mul(B.outer(g, v), B.scalar(alpha))),
-            _if(need, 2, lambda: B.mul(B.reshape(B.matmul2d(B.t2(m), B.reshape(g, (k, 1))), B.shape(v)),
+    return [if_needed(need, 0, lambda: _self_grad(B, g, x, beta)),
+            if_needed(need, 1, lambda: B.mul(B.outer(g, v), B.scalar(alpha))),
+            if_needed(need, 2, lambda: B.mul(B.reshape(B.matmul2d(B.t2(m), B.reshape(g, (k, 1))), B.shape(v)),
                                        B.scalar(alpha)))]
 
 
@@ -185,9 +181,9 @@ def addr_vjp(B, gs, ins, outs, p, need):
     g = gs[0]
     x, v1, v2 = ins
     n, m = B.shape(g)
-    return [_if(need, 0, lambda: _self_grad(B, g, x, beta)),
-            _if(need, 1, lambda: B.mul(B.reshape(B.matmul2d(g, B.reshape(v2, (m, 1))), (n,)), B.scalar(alpha))),
-            _if(need, 2, lambda: B.mul(B.reshape(B.matmul2d(B.t2(g), B.reshape(v1, (n, 1))), (m,)), B.scalar(alpha)))]
+    return [if_needed(need, 0, lambda: _self_grad(B, g, x, beta)),
+            if_needed(need, 1, lambda: B.mul(B.reshape(B.matmul2d(g, B.reshape(v2, (m, 1))), (n,)), B.scalar(alpha))),
+            if_needed(need, 2, lambda: B.mul(B.reshape(B.matmul2d(B.t2(g), B.reshape(v1, (n, 1))), (m,)), B.scalar(alpha)))]
 
 
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
