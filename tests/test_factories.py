@@ -70,6 +70,8 @@ CASES = [
     ("torch.linspace(1, -1, 3)", lambda x: torch.linspace(1, -1, 3)),
     ("torch.linspace(0, 4, 5, dtype=torch.long)", lambda x: torch.linspace(0, 4, 5, dtype=torch.long)),
     ("torch.linspace(0, 1, 1)", lambda x: torch.linspace(0, 1, 1)),
+    ("torch.as_tensor([1, 2.5])", lambda x: torch.as_tensor([1, 2.5])),
+    ("torch.as_tensor([[1, 0], [0, 1]])", lambda x: torch.as_tensor([[1, 0], [0, 1]])),
 ]
 
 
@@ -177,3 +179,15 @@ hooks:
     assert (error["type"], error["during"]) == ("RuntimeError", "backward")
     # PyTorch names the hook by its Python name ('<lambda>' here), a file's hook 'hook'
     assert error["message"] == str(info.value).replace("'<lambda>'", "'hook'")
+
+
+def test_as_tensor_of_a_tensor_is_that_tensor():
+    """torch.as_tensor(x) of a tensor of its own dtype is x itself (no copy, no node): the gradient
+    flows through it into x, as in torch."""
+    x = torch.tensor([[1., 2, 3], [4, 5, 6]], requires_grad=True)
+    assert torch.as_tensor(x) is x
+    text = _file("torch.as_tensor(x)").replace("return x * 2", "return c * 2")
+    v = adjoint.loads(text).solve().to_json()["variants"]["default"]
+    assert v["values"]["c"]["grad_fn"] is None and v["values"]["c"]["requires_grad"] is True
+    assert v["grads"]["x"]["value"] == [[2.0] * 3] * 2
+

@@ -27,7 +27,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import Infinite, Literal
-from adjoint.engine.bindings.glue import Device, checked_size, constant, dtype_of, exact_in
+from adjoint.engine.bindings.glue import Device, checked_size, constant, convert, dtype_of, exact_in
 from adjoint.engine.ops.masking import infinity
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.graph import Tensor
@@ -47,16 +47,16 @@ def _tail() -> tuple[Param, ...]:
 
 
 def _refuse_extras(a, loc: Loc, what: str) -> None:
-    if a["requires_grad"] is True:
+    if a.get("requires_grad") is True:
         raise ProblemError(loc, f"torch.{what}(..., requires_grad=True) makes a new leaf, which is not modelled in a "
                                 "forward; declare the tensor under inputs: with requires_grad: true")
-    if a["requires_grad"] is not False:
+    if a.get("requires_grad", False) is not False:
         raise ProblemError(loc, f"torch.{what}(): requires_grad must be True or False")
     if "out" in a and a["out"] is not None:
         raise ProblemError(loc, f"torch.{what}(..., out=...) is not modelled; leave out out=")
     if "layout" in a and a["layout"] is not None:
         raise ProblemError(loc, f"torch.{what}(..., layout=...) is not modelled; leave it out (torch.strided)")
-    if a["pin_memory"] not in (False, None):
+    if a.get("pin_memory") not in (False, None):
         raise ProblemError(loc, f"torch.{what}(..., pin_memory=True) is not modelled; leave it out")
     device = a["device"]
     if not (device is None or isinstance(device, Device) or device == "cpu"):
@@ -310,7 +310,23 @@ def lower_tensor(rt, a, loc: Loc):
     return _constant(rt, tuple(shape), items, dtype, loc)
 
 
+def lower_as_tensor(rt, a, loc: Loc):
+    """``torch.as_tensor(data, dtype=None, device=None)``: a tensor ``data`` itself when ``dtype`` is
+    none or its own (no copy, no node: the same tensor object), else ``data.to(dtype)``; numbers and
+    nested lists as ``torch.tensor`` makes them."""
+    data = a["data"]
+    if isinstance(data, Tensor):
+        _refuse_extras(a, loc, "as_tensor")
+        if a["dtype"] is None:
+            return data
+        return convert(rt, data, dtype_of(a["dtype"], loc, "torch.as_tensor"), loc, "torch.as_tensor")
+    return lower_tensor(rt, a, loc)
+
+
 FUNCTIONS = (
+    Function("as_tensor", (Param("data", "any"), Param("dtype", "any", None), Param("device", "any", None)),
+             lower_as_tensor, where="function",
+             doc="no node: a tensor itself (its dtype), else data.to(dtype); numbers and nested lists as torch.tensor"),
     Function("tensor", (Param("data", "any"), Param("dtype", "any", None, keyword_only=True),
                         Param("device", "any", None, keyword_only=True),
                         Param("requires_grad", "any", False, keyword_only=True),
