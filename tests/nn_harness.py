@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import warnings
 
+import pytest
 import torch
 
 import adjoint
@@ -185,6 +186,16 @@ def assert_expr_matches_torch(expr: str, torch_fn, x) -> None:
     assert case.chain("h") == torch_chain(h, {"x": xt})
     assert_close(case.value("h"), h, "h")
     assert_close(case.grad("x"), xt.grad, "grad of x")
+
+
+def assert_error_matches_torch(text: str, torch_call) -> None:
+    """The problem ``text`` solved against ``torch_call()`` (the same computation in torch): the
+    answer's error has the type and message of the exception torch raises."""
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    with pytest.raises(Exception) as info:
+        torch_call()
+    assert js["error"]["type"] == type(info.value).__name__
+    assert js["error"]["message"] == str(info.value)
 
 
 def torch_module_run(m: torch.nn.Module, params: dict, x, x_requires_grad: bool = True, loss=None):

@@ -287,9 +287,11 @@ class Runtime:
             check_float32_scalar(op, ins, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         for t in ts:   # a float64 copy a hook body made (x.double()) of a float32 problem's tensor
+            if t is None or t.dtype == self.dtype or t.dtype not in ("float32", "float64"):
+                continue
             if float32_tensors.lower(self, t):   # PyTorch's default dtype in a float64 problem
                 float32_tensors.check_operand(self, op, t, loc)
-            elif t is not None and t.dtype in ("float32", "float64") and t.dtype != self.dtype:
+            else:
                 raise ProblemError(loc, f"{op.name} of a {t.dtype} tensor in a {self.dtype} problem: ops across "
                                         "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
                                         "refuses it, 'has changed the type of value')")
