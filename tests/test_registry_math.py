@@ -21,7 +21,7 @@ from mathcheck import Generic, evaluate
 
 #: ops whose VJP the document writes as a declared J^T lambda or with a named derivative f' (the norm: for
 #: an order other than 2 or over dims)
-GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "min_dim", "norm", "leaky_relu", "leaky_relu_",
+GENERIC = {"_weight_norm_interface", "var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "min_dim", "norm", "leaky_relu", "leaky_relu_",
            "gelu", "silu", "elu", "elu_", "softplus", "hardtanh", "clamp", "clamp_tensor", "softmax", "log_softmax",
            "maximum", "minimum", "where", "conj", "view_as_real", "view_as_complex", "angle", "sgn", "complex", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_w", "bce_with_logits", "bce_with_logits_w", "bce_with_logits_pw",

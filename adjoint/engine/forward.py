@@ -677,6 +677,9 @@ class _Pass:
             prefix = f"{mod.path}." if mod.path else ""
             own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
             bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
+            if mod.weight_norm is not None:   # forward's first read of self.weight: _WeightNorm's _weight_norm
+                from adjoint.engine.weight_norm import normalised_weight
+                own["weight"] = normalised_weight(rt, own, mod, self.m.global_hooks.any())
             return FORWARDS[mod.type](LayerCall(rt, mod, list(args), dict(kwargs), loc, own, bufs,
                                                 lambda child, a, k: self.call_module(child, a, child.loc, k),
                                                 lambda: self._forward_hooked(mod)))
@@ -833,6 +836,11 @@ class _ModuleScope:
         mod = self.find_child(path)
         if mod.param(name) is not None:
             return self.run.m.params[mod.param(name).name]
+        if mod.weight_norm is not None and name == "weight":   # the parametrization runs at each read
+            from adjoint.engine.weight_norm import normalised_weight
+            prefix = f"{mod.path}."
+            own = {p.name[len(prefix):]: self.run.m.params[p.name] for p in mod.params}
+            return normalised_weight(self.run.rt, own, mod, self.run.m.global_hooks.any(), loc)
         if mod.buffer(name) is not None:
             return self.run.m.leaves[mod.buffer(name).name]
         return get_attribute(self.run.m, mod, name, loc)

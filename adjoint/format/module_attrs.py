@@ -57,8 +57,10 @@ def module_at(kids, path: str):
 
 
 def own_tensor(mod, name: str) -> bool:
-    """Is ``name`` a parameter or buffer of module ``mod`` (``lin.weight``, ``bn.running_mean``)?"""
-    return mod.param(name) is not None or mod.buffer(name) is not None
+    """Is ``name`` a parameter or buffer of module ``mod`` (``lin.weight``, ``bn.running_mean``), or its
+    weight computed by weight_norm's parametrization at each read?"""
+    return mod.param(name) is not None or mod.buffer(name) is not None or \
+        (name == "weight" and getattr(mod, "weight_norm", None) is not None)
 
 
 def _targets(program):

@@ -166,6 +166,8 @@ class Module:
                                                  # (exception class, PyTorch's message), the answer
     given: tuple[str, ...] | None = None         # built-in types: the args the file wrote (the rest of
                                                  # ``args`` are defaults); None: every one counts as written
+    weight_norm: int | None = None               # built-in types: the dim of
+                                                 # torch.nn.utils.parametrizations.weight_norm (adjoint.format.weight_norm)
 
     @property
     def label(self) -> str:

@@ -18,6 +18,7 @@ from fractions import Fraction
 from adjoint.format import init_draw as generator
 from adjoint.format import module_signatures as nn_types
 from adjoint.format import torch_names
+from adjoint.format import weight_norm as wn
 from adjoint.format.checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
 from adjoint.format.errors import Loc, ProblemError, raise_all
 from adjoint.format.expr import parse_expression, parse_program
@@ -37,7 +38,7 @@ from adjoint.format.init_items import generated as generated_items
 from adjoint.format.sidefiles import FileItems
 
 MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
-               "requires_grad", "mask", "uses", "plain")
+               "requires_grad", "mask", "uses", "plain", "weight_norm")
 _COMMON = ("training", "requires_grad")
 _CHILD_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 
@@ -247,13 +248,20 @@ class ModuleBuilder:
             keys.append("bias")
         if t.name == "Dropout":
             keys.append("mask")
+        if t.name in wn.TYPES:
+            keys.append("weight_norm")
         self.allowed_only(m, t.name, tuple(keys) + _COMMON)
         inputs = t.inputs
         if m.get("inputs") is not None:
             inputs = self.attempt(builtin_inputs, m.get("inputs"), t, what)
         setup_error = None   # what the constructor raises (the answer), if it refuses the args
         given = None   # the args the file wrote (None: every one, as the v1 Linear's, read off its params)
+        normed = None   # torch.nn.utils.parametrizations.weight_norm's dim (adjoint.format.weight_norm)
         if t.name == "Linear" and m.get("args") is None:
+            if m.get("weight_norm") is not None:
+                raise ProblemError(m.key_loc("weight_norm"), f"{what} has weight_norm: give its args: (in_features, "
+                                                             "out_features) and its params under their parametrized "
+                                                             f"names ({wn.G}, {wn.V})")
             args, params = linear_v1(m, path, what, frozen, self.param_decl)
         else:
             if m.get("bias") is not None:
@@ -262,7 +270,12 @@ class ModuleBuilder:
             args = read_args(m.get("args"), t, what, m.loc)
             given = tuple(key.text for key, _ in m.get("args").entries) if m.get("args") is not None else ()
             setup_error = constructor_error(t, args)
-            params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None)
+            specs = None
+            if m.get("weight_norm") is not None and setup_error is None:
+                weight = next(s.shape for s in t.params(args) if s.name == "weight")
+                normed = wn.read_weight_norm(m.get("weight_norm"), t.name, weight, what)
+                specs = wn.normed_specs(t.params(args), normed)
+            params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None, specs)
         if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
             self.complete = False
         buffers = self.builtin_buffers(m, t, args, prefix, what)
@@ -276,13 +289,15 @@ class ModuleBuilder:
             return FAILED
         return Module(path, name or ROOT, t.name, params, (), tuple(inputs), None, None, m.loc,
                       args=tuple(args.items()), buffers=buffers, training=training, mask=mask, setup_error=setup_error,
-                      given=given)
+                      given=given, weight_norm=normed)
 
     def builtin_params(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
-                       frozen: bool, refused: bool = False) -> tuple[TensorDecl, ...]:
+                       frozen: bool, refused: bool = False, specs=None) -> tuple[TensorDecl, ...]:
         """``refused``: the constructor raises (the answer), so no value is ever made: the given
-        ones are taken at any shape, the others are placeholders (zeros) that name the parameters."""
-        specs = t.params(args)
+        ones are taken at any shape, the others are placeholders (zeros) that name the parameters.
+        ``specs``: the parameters when not the type's own (a normalised weight's g and v)."""
+        normed = specs is not None
+        specs = t.params(args) if specs is None else specs
         given: dict[str, TensorDecl] = {}
         pnode = m.get("params")
         if pnode is not None:
@@ -312,6 +327,9 @@ class ModuleBuilder:
                 given[key.text] = decl
             raise_all(errors)
         missing = [s for s in specs if s.name not in given]
+        if normed and any(s.name in (wn.G, wn.V) for s in missing):
+            raise ProblemError(m.loc, f"{what} ({t.name}) has weight_norm: give {wn.G} (g) and {wn.V} (v) under "
+                                      "params: (init: does not draw them: PyTorch's g is the 2-norms of the drawn weight)")
         drawn = self.init_seed is not None or self.init_given
         if not drawn and any(s.default is None for s in missing) and not refused:
             names = ", ".join(s.name for s in missing if s.default is None)

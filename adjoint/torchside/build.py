@@ -90,6 +90,9 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict, run=None) -> nn.Mod
         kept.extend({"category": w.category.__name__, "message": str(w.message), "during": "setup"} for w in caught)
     if isinstance(module, SetupRaised):
         raise module from None
+    if decl.weight_norm is not None:   # ParametrizedLinear and kin: weight from original0 (g), original1 (v)
+        from torch.nn.utils.parametrizations import weight_norm
+        module = weight_norm(module, "weight", dim=decl.weight_norm)
     return module.to(dtype)
 
 
