@@ -206,3 +206,44 @@ def test_a_global_module_hook_is_refused():
     with pytest.raises(adjoint.ProblemError) as info:
         adjoint.loads(text).solve()
     assert "global module hook" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- import
+
+class _Net(nn.Module):
+    def __init__(self, dim_conv: int = 3):
+        super().__init__()
+        self.conv = weight_norm(nn.Conv2d(1, 2, 2), dim=dim_conv)
+        self.fc = weight_norm(nn.Linear(8, 3))
+
+    def forward(self, x):
+        return self.fc(self.conv(x).relu().flatten(1))
+
+
+def test_import_writes_weight_norm_and_the_gradients_match_torch():
+    """adjoint.from_module of ParametrizedConv2d / ParametrizedLinear children: weight_norm: {dim: D}
+    and original0 / original1 as parameters; the answer's gradients are torch's own backward's."""
+    torch.manual_seed(0)
+    net = _Net().double()
+    net.fc.register_full_backward_hook(lambda mod, gi, go: None)
+    x = torch.randn(1, 1, 3, 3, dtype=torch.float64, requires_grad=True)
+    problem = adjoint.from_module(net, x)
+    conv = problem.model.child("conv")
+    assert (conv.type, conv.weight_norm, problem.model.child("fc").weight_norm) == ("Conv2d", 3, 0)
+    js = problem.solve().variants[0].to_json()
+    xt = x.detach().clone().requires_grad_(True)
+    net(xt).sum().backward()
+    for name, p in net.named_parameters():
+        assert_close(js["grads"][name]["value"], p.grad, name)
+    assert_close(js["grads"]["x"]["value"], xt.grad, "x")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: nn.Sequential(nn.utils.parametrizations.spectral_norm(nn.Linear(2, 2))), "_SpectralNorm"),
+    (lambda: nn.Sequential(weight_norm(nn.Linear(2, 2), dim=None)), "weight_norm with dim -1"),
+    (lambda: nn.Sequential(nn.utils.parametrizations.orthogonal(nn.Linear(2, 2))), "_Orthogonal"),
+], ids=["spectral_norm", "dim_none", "orthogonal"])
+def test_import_refuses_other_parametrizations(make, message):
+    with pytest.raises(adjoint.ProblemError) as info:
+        adjoint.from_module(make(), torch.ones(1, 2))
+    assert message in str(info.value)

@@ -17,6 +17,7 @@ from torch import nn
 from adjoint.format import module_signatures as nn_types
 from adjoint.torchside.importer.emit import Flow, flow_map
 from adjoint.torchside.importer.numbers import nested
+from adjoint.format import weight_norm
 from adjoint.torchside.importer.refuse import refuse
 from adjoint.torchside.importer.where import of_module
 
@@ -32,7 +33,51 @@ def type_name(module: nn.Module) -> str | None:
         return None     # a custom_encoder / custom_decoder, or stacks nn.Transformer would not build
     if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
         return name
+    base = parametrized_base(module)
+    if base is not None and base.__name__ in weight_norm.TYPES and getattr(nn, base.__name__, None) is base:
+        return base.__name__   # ParametrizedLinear: its weight_norm is checked by check_reparametrized
     return None
+
+
+def parametrized_base(module: nn.Module) -> type | None:
+    """The class ``register_parametrization`` subclassed (``Linear`` of ``ParametrizedLinear``), or None."""
+    from torch.nn.utils import parametrize
+    if not parametrize.is_parametrized(module):
+        return None
+    bases = type(module).__bases__
+    return bases[0] if len(bases) == 1 else None
+
+
+def weight_norm_dim(m: nn.Module, tname: str, path: str) -> int | None:
+    """The ``dim`` of ``torch.nn.utils.parametrizations.weight_norm`` on ``m``'s weight (the file's
+    ``weight_norm: {dim: D}``), None when ``m`` has no parametrization; any other parametrization,
+    or a weight_norm adjoint does not model, is refused."""
+    from torch.nn.utils import parametrize
+    from torch.nn.utils.parametrizations import _WeightNorm
+    if not parametrize.is_parametrized(m):
+        return None
+    where = f"'{path or 'model'}' ({type(m).__name__})"
+    plist = m.parametrizations["weight"] if list(m.parametrizations.keys()) == ["weight"] else None
+    if plist is None or len(plist) != 1 or type(plist[0]) is not _WeightNorm:
+        names = ", ".join(f"{k}: {'/'.join(type(p).__name__ for p in v)}" for k, v in m.parametrizations.items())
+        raise refuse(of_module(m), f"{where} has the parametrizations {names}; adjoint models only "
+                                   "torch.nn.utils.parametrizations.weight_norm of the weight (spectral_norm, "
+                                   "orthogonal and custom parametrizations are not modelled yet)",
+                     "remove them before importing (parametrize.remove_parametrizations)")
+    dim = plist[0].dim
+    last = plist.original1.dim() - 1
+    if dim not in (0, last):
+        raise refuse(of_module(m), f"{where} has weight_norm with dim {dim}: PyTorch's _weight_norm fuses only dim 0 "
+                                   f"and the weight's last dim ({last}), the others (and dim=None) run "
+                                   "norm_except_dim's composite, which adjoint does not model yet",
+                     "use dim=0 or the last dim, or remove it (parametrize.remove_parametrizations)")
+    hooked = [n for n, sub in m.parametrizations.named_modules()
+              if sub._forward_hooks or sub._forward_pre_hooks or sub._backward_hooks or sub._backward_pre_hooks]
+    if hooked:
+        raise refuse(of_module(m), f"{where}: hooks on its weight_norm parametrization's modules "
+                                   f"(parametrizations.{hooked[0] or ''}) are not modelled",
+                     "register them on the module itself")
+    return dim
 
 
 #: the Transformer layers: their constructor arguments live on their submodules
@@ -203,6 +248,8 @@ def check_reparametrized(m: nn.Module, tname: str, path: str) -> None:
     to make it a plain parameter again."""
     spec = nn_types.TYPES[tname]
     known = {p.name for p in spec.params(_resolved_args(m, tname))} if spec.has_params else set()
+    if weight_norm_dim(m, tname, path) is not None:   # checked there; its original0 / original1 are the params
+        return
     extra = [n for n, _ in m.named_parameters() if n not in known and "." not in n]
     extra += [n for n, _ in m.named_buffers(recurse=False) if n.endswith(("_mask", "_orig"))]
     if hasattr(m, "parametrizations"):
