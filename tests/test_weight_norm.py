@@ -247,3 +247,38 @@ def test_import_refuses_other_parametrizations(make, message):
     with pytest.raises(adjoint.ProblemError) as info:
         adjoint.from_module(make(), torch.ones(1, 2))
     assert message in str(info.value)
+
+
+def test_two_backwards_accumulate_into_original0_and_original1():
+    """Two forward/backward passes: the second adds into .grad of g and v (the node's gradients are
+    new contiguous tensors: AccumulateGrad steals the first, adds the second); a post-accumulate
+    hook halves g's .grad in place each time. Against torch's own two passes."""
+    v, g, b = [[0.5, 1], [1, -0.5]], [[1], [2]], [1, 0]
+    text = f"""name: t
+dtype: float64
+inputs:
+  x: {{value: [[1, 2]]}}
+model:
+  children:
+    a:
+      type: Linear
+      args: {{in_features: 2, out_features: 2}}
+      weight_norm: {{dim: 0}}
+      params: {{bias: {lit(b)}, {G}: {lit(g)}, {V}: {lit(v)}}}
+  forward: "a(x).tanh()"
+loss: "(y ** 2).sum()"
+steps: [forward, backward, forward, backward]
+hooks:
+  - {{tensor: a.{G}, kind: post_accumulate_grad, does: "tensor.grad.mul_(0.5)"}}
+"""
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    a = weight_norm(nn.Linear(2, 2)).double()
+    with torch.no_grad():
+        a.bias.copy_(t64(b))
+        a.parametrizations.weight.original0.copy_(t64(g))
+        a.parametrizations.weight.original1.copy_(t64(v))
+    a.parametrizations.weight.original0.register_post_accumulate_grad_hook(lambda t: t.grad.mul_(0.5))
+    for _ in range(2):
+        (a(t64([[1, 2]])).tanh() ** 2).sum().backward()
+    for name, p in a.named_parameters():
+        assert_close(js["grads"][f"a.{name}"]["value"], p.grad, name)

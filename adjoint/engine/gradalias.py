@@ -250,6 +250,9 @@ FRESH = frozenset((
     "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
     "SafeSoftmaxBackward0", "MaskedSelectBackward0", "DiagonalBackward0", "UnfoldBackward0", "Atan2Backward0",
     "Im2ColBackward0", "Col2ImBackward0",
+    # _weight_norm_interface_backward: grad_v and grad_g empty_like(saved, contiguous), also for a
+    # non-contiguous incoming gradient (grad.contiguous() first)
+    "WeightNormInterfaceBackward0",
     # oneDNN's LSTM layer: seven new contiguous tensors (b_hh's a clone of b_ih's), none sharing another's storage
     "MkldnnRnnLayerBackward0",
     # a create_graph backward's own nodes (probed the same way)

@@ -48,6 +48,11 @@ def parametrized_base(module: nn.Module) -> type | None:
     return bases[0] if len(bases) == 1 else None
 
 
+def parametrize_is(module: nn.Module) -> bool:
+    from torch.nn.utils import parametrize
+    return parametrize.is_parametrized(module)
+
+
 def weight_norm_dim(m: nn.Module, tname: str, path: str) -> int | None:
     """The ``dim`` of ``torch.nn.utils.parametrizations.weight_norm`` on ``m``'s weight (the file's
     ``weight_norm: {dim: D}``), None when ``m`` has no parametrization; any other parametrization,
@@ -248,6 +253,11 @@ def check_reparametrized(m: nn.Module, tname: str, path: str) -> None:
     to make it a plain parameter again."""
     spec = nn_types.TYPES[tname]
     known = {p.name for p in spec.params(_resolved_args(m, tname))} if spec.has_params else set()
+    inner = next((n for n, sub in m.named_modules() if n and parametrize_is(sub)), None)
+    if inner is not None and not inner.startswith("parametrizations"):
+        raise refuse(of_module(m), f"'{path or 'model'}' ({tname}) has a parametrization on its submodule '{inner}', "
+                                   "which adjoint does not model inside a built-in",
+                     "remove it before importing (parametrize.remove_parametrizations)")
     if weight_norm_dim(m, tname, path) is not None:   # checked there; its original0 / original1 are the params
         return
     extra = [n for n, _ in m.named_parameters() if n not in known and "." not in n]
