@@ -277,7 +277,9 @@ hooks:
         a.bias.copy_(t64(b))
         a.parametrizations.weight.original0.copy_(t64(g))
         a.parametrizations.weight.original1.copy_(t64(v))
-    a.parametrizations.weight.original0.register_post_accumulate_grad_hook(lambda t: t.grad.mul_(0.5))
+    def halve(t):
+        t.grad.mul_(0.5)
+    a.parametrizations.weight.original0.register_post_accumulate_grad_hook(halve)
     for _ in range(2):
         (a(t64([[1, 2]])).tanh() ** 2).sum().backward()
     for name, p in a.named_parameters():
