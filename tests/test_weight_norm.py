@@ -24,6 +24,8 @@ G, V = "parametrizations.weight.original0", "parametrizations.weight.original1"
 
 def _g(v, dim: int) -> list:
     """A g of the right shape with values of its own (not v's norms: g and v are independent)."""
+    if dim == -1:
+        return 1.5
     shape = tuple(n if i == dim else 1 for i, n in enumerate(torch.tensor(v).shape))
     return dyadic(shape, 5, 2)
 
@@ -50,6 +52,12 @@ CASES = [
     ("Conv2d", {"in_channels": 2, "out_channels": 2, "kernel_size": 2, "padding": 1, "padding_mode": "reflect"},
      (2, 2, 2, 2), 3, dyadic((1, 2, 3, 3), 3)),
     ("Conv3d", {"in_channels": 1, "out_channels": 2, "kernel_size": 2}, (2, 1, 2, 2, 2), 0, dyadic((1, 1, 2, 3, 2), 4)),
+    # not fused: v * (g / norm_except_dim(v, 2, dim)) as ATen ops (transposes, a clone when the
+    # transposed weight is not contiguous, views, NormBackward1; dim -1: NormBackward0), DivBackward0, MulBackward0
+    ("Conv2d", {"in_channels": 2, "out_channels": 3, "kernel_size": 2}, (3, 2, 2, 2), 1, dyadic((1, 2, 3, 3), 5)),
+    ("Conv2d", {"in_channels": 1, "out_channels": 2, "kernel_size": 2}, (2, 1, 2, 2), 1, dyadic((1, 1, 3, 3), 6)),
+    ("Conv2d", {"in_channels": 2, "out_channels": 2, "kernel_size": [2, 3]}, (2, 2, 2, 3), 2, dyadic((1, 2, 3, 4), 7)),
+    ("Linear", {"in_features": 3, "out_features": 2}, (2, 3), -1, [[1, 2, -1], [0.5, 0, 2]]),
 ]
 
 
@@ -60,12 +68,13 @@ def test_parametrized_module_matches_torch(type_, args, wshape, dim, x):
     if args.get("bias", True):
         params["bias"] = dyadic((wshape[0],), 3)
     case = Case(module_problem(type_, args, params, x, module_keys=f"  weight_norm: {{dim: {dim}}}\n"))
-    m = weight_norm(getattr(nn, type_)(**args), dim=dim)
+    m = weight_norm(getattr(nn, type_)(**args), dim=None if dim == -1 else dim)
     y, names, rec = torch_module_run(m, params, x)
     assert type(m).__name__ == f"Parametrized{type_}"
     assert_root_module(case, y, names, rec)   # chain, values, grads of g, v (and bias), legacy hook, saved
-    assert "WeightNormInterfaceBackward0" in json.dumps(torch_chain(y, names))
-    assert len(rec.packs) >= 3   # g, v and the norms, then the layer's own
+    fused = dim in (0, len(wshape) - 1)
+    assert ("WeightNormInterfaceBackward0" in json.dumps(torch_chain(y, names))) == fused
+    assert len(rec.packs) >= 3   # g, v and the norms (fused), then the layer's own
 
 
 def test_named_parameters_names_order_and_versions():
@@ -172,10 +181,8 @@ model:
 
 
 REFUSED = [
-    ("Conv2d", {"in_channels": 1, "out_channels": 2, "kernel_size": 2}, "{dim: 1}",
-     "weight_norm with dim 1 is not modelled yet"),
-    ("Linear", {"in_features": 3, "out_features": 2}, "{dim: null}", "weight_norm with dim: null"),
-    ("Linear", {"in_features": 3, "out_features": 2}, "{dim: -1}", "weight_norm with dim -1 is not modelled yet"),
+    ("Conv2d", {"in_channels": 1, "out_channels": 2, "kernel_size": 2}, "{dim: -2}",
+     "weight_norm with dim -2 is not modelled yet"),
     ("Linear", {"in_features": 3, "out_features": 2}, "{name: bias}", "weight_norm of 'bias' is not modelled yet"),
     ("Bilinear", {"in1_features": 3, "in2_features": 3, "out_features": 2}, "{dim: 0}", "takes no 'weight_norm'"),
 ]
@@ -240,9 +247,9 @@ def test_import_writes_weight_norm_and_the_gradients_match_torch():
 
 @pytest.mark.parametrize("make, message", [
     (lambda: nn.Sequential(nn.utils.parametrizations.spectral_norm(nn.Linear(2, 2))), "_SpectralNorm"),
-    (lambda: nn.Sequential(weight_norm(nn.Linear(2, 2), dim=None)), "weight_norm with dim -1"),
+    (lambda: nn.Sequential(weight_norm(nn.Linear(2, 2), dim=-2)), "weight_norm with dim -2"),
     (lambda: nn.Sequential(nn.utils.parametrizations.orthogonal(nn.Linear(2, 2))), "_Orthogonal"),
-], ids=["spectral_norm", "dim_none", "orthogonal"])
+], ids=["spectral_norm", "dim_minus_2", "orthogonal"])
 def test_import_refuses_other_parametrizations(make, message):
     with pytest.raises(adjoint.ProblemError) as info:
         adjoint.from_module(make(), torch.ones(1, 2))
@@ -284,3 +291,14 @@ hooks:
         (a(t64([[1, 2]])).tanh() ** 2).sum().backward()
     for name, p in a.named_parameters():
         assert_close(js["grads"][f"a.{name}"]["value"], p.grad, name)
+
+
+def test_a_dim_outside_the_weight_is_pytorchs_index_error():
+    """weight_norm(Linear(3, 2), dim=2): right_inverse's transpose raises IndexError, the answer."""
+    text = module_problem("Linear", {"in_features": 3, "out_features": 2, "bias": False},
+                          {G: [[1, 2, 3]], V: [[1, 2, 3], [4, 5, 6]]}, [[1, 2, 3]],
+                          module_keys="  weight_norm: {dim: 2}\n")
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    with pytest.raises(IndexError) as info:
+        weight_norm(nn.Linear(3, 2, bias=False), dim=2)
+    assert (js["error"]["type"], js["error"]["message"]) == ("IndexError", str(info.value))

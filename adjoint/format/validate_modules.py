@@ -274,7 +274,8 @@ class ModuleBuilder:
             if m.get("weight_norm") is not None and setup_error is None:
                 weight = next(s.shape for s in t.params(args) if s.name == "weight")
                 normed = wn.read_weight_norm(m.get("weight_norm"), t.name, weight, what)
-                specs = wn.normed_specs(t.params(args), normed)
+                setup_error = wn.dim_error(normed, weight)   # weight_norm(module, dim=D) raises: the answer
+                specs = wn.normed_specs(t.params(args), normed)   # (a refused one: named, any shape)
             params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None, specs)
         if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
             self.complete = False

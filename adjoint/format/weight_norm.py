@@ -7,10 +7,10 @@ every dim but ``dim``, of shape 1 there) and ``parametrizations.weight.original1
 itself), listed by ``named_parameters()`` after the module's own (``bias``); ``original0`` starts
 at version 0 (``norm_except_dim``'s fresh result), ``original1`` at the weight's (1). Each access of
 ``module.weight`` computes ``torch._weight_norm(v, g, dim)`` anew (no caching). Modelled: Linear
-and Conv1d/2d/3d, ``dim`` 0 or the weight's last dim, where ``_weight_norm`` is the fused
-``_weight_norm_interface`` (``WeightNormInterfaceBackward0``); another dim (PyTorch decomposes it
-into ``norm_except_dim``'s transpose, view and norm nodes), ``dim: null`` and a ``name`` other than
-``weight`` are refused.
+and Conv1d/2d/3d, ``dim`` 0 to the weight's last dim, and -1 (``dim: null``: ``_WeightNorm`` keeps
+None as -1, one norm of the whole weight, g 0-d); a dim outside the weight's range is PyTorch's
+IndexError when ``weight_norm`` is applied (the constructor's error, the answer: :func:`dim_error`);
+another negative dim and a ``name`` other than ``weight`` are refused.
 """
 
 from __future__ import annotations
@@ -43,21 +43,27 @@ def read_weight_norm(node, mtype: str, weight_shape: tuple[int, ...] | None, wha
     if dim_node is None:
         return 0
     if isinstance(dim_node, YScalar) and dim_node.kind == "null":
-        raise ProblemError(dim_node.loc, "weight_norm with dim: null (one norm of the whole weight: PyTorch's "
-                                         "norm_except_dim composite) is not modelled yet; give dim: 0 or the "
-                                         "weight's last dim")
+        return -1   # _WeightNorm(None) keeps dim = -1: one norm of the whole weight
     dim = parse_int(dim_node, f"the weight_norm dim of {what}")
-    if weight_shape is not None and dim not in (0, len(weight_shape) - 1):
-        raise ProblemError(dim_node.loc, f"weight_norm with dim {dim} is not modelled yet: PyTorch's _weight_norm "
-                                             "fuses only dim 0 and the weight's last dim "
-                                             f"({len(weight_shape) - 1}), else it runs norm_except_dim's composite; "
-                                             f"give dim: 0 or dim: {len(weight_shape) - 1}")
+    nd = len(weight_shape) if weight_shape is not None else None
+    if nd is not None and -nd <= dim < -1:
+        raise ProblemError(dim_node.loc, f"weight_norm with dim {dim} is not modelled yet (PyTorch transposes with "
+                                         f"the negative dim itself); give it as {dim + nd}")
     return dim
+
+
+def dim_error(dim: int, weight_shape: tuple[int, ...]) -> tuple[str, str] | None:
+    """PyTorch's error applying weight_norm with a dim outside the weight's (right_inverse's
+    norm_except_dim transposes with it), or None."""
+    nd = len(weight_shape)
+    if dim == -1 or -nd <= dim < nd:
+        return None
+    return ("IndexError", f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
 
 
 def normed_specs(specs: tuple[ParamSpec, ...], dim: int) -> tuple[ParamSpec, ...]:
     """The module's parameters once its weight is normalised, in ``named_parameters()``'s order."""
     weight = next(s for s in specs if s.name == "weight")
-    g = tuple(n if i == dim else 1 for i, n in enumerate(weight.shape))
+    g = () if dim == -1 else tuple(n if i == dim else 1 for i, n in enumerate(weight.shape))
     return tuple(s for s in specs if s.name != "weight") + (ParamSpec(G, g, None, version=0),
                                                            ParamSpec(V, weight.shape, None, version=1))

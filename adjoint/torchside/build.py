@@ -92,7 +92,10 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict, run=None) -> nn.Mod
         raise module from None
     if decl.weight_norm is not None:   # ParametrizedLinear and kin: weight from original0 (g), original1 (v)
         from torch.nn.utils.parametrizations import weight_norm
-        module = weight_norm(module, "weight", dim=decl.weight_norm)
+        try:
+            module = weight_norm(module, "weight", dim=None if decl.weight_norm == -1 else decl.weight_norm)
+        except IndexError as exc:   # a dim outside the weight's: right_inverse's transpose (the answer)
+            raise SetupRaised(exc) from None
     return module.to(dtype)
 
 

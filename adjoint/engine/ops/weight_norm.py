@@ -9,11 +9,19 @@ saves ``g``, ``v`` and ``result1`` (the norms), packed in that order, and ``dim`
 torch 2.13). Its backward is ``_weight_norm_interface_backward(grad.contiguous(), v, g, norms,
 dim)``: ``s = sum(grad * v)`` over the same dims, ``grad_g = s / norms``, ``grad_v = (g / norms) *
 grad - (g / norms) * (s / norms**2) * v``. A zero slice of ``v`` gives nan (0 / 0), as the kernel.
+
+Every other ``dim`` runs ``v * (g / norm_except_dim(v, 2, dim))`` as ATen ops; its ``dim = -1``
+(``weight_norm(..., dim=None)``) is ``v.norm(2)``, ``at::norm(Tensor, Scalar)``: ``NormBackward0``,
+the 2-norm of every element, saving ``self`` and ``result`` (in that order, and ``p``; checked in
+torch 2.13), here as ``norm_scalar``.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from adjoint.values.mathtree import Fn, TFn, generic_vjp, no_gradient
+from adjoint.engine.ops.reductions import _norm_formula, norm_forward, norm_kink, norm_shape, norm_vjp
 from adjoint.engine.ops.record import Check, Math, Op, Save, if_needed
 
 
@@ -68,4 +76,8 @@ OPS = (
        outputs=2, diff_outputs=1, integers="refused", nonfinite="a zero slice of v (0 / 0)",
        math=Math(_formula),
        checks=(Check(((2, 3), (2, 1)), 0), Check(((2, 3), (1, 3)), 1), Check(((2, 2, 2), (2, 1, 1)), 0))),
+    Op("norm_scalar", "NormBackward0", norm_forward, norm_vjp, norm_shape, (Save("self", "in", 0), Save("result", "out", 0)),
+       "as linalg_vector_norm's over every element: g * (a / out), 0 where out = 0", kink=norm_kink,
+       kink_doc="0 at the zero vector", math=Math(_norm_formula), integers="refused",
+       checks=(Check(((2, 3),), (Fraction(2), (), False)),)),
 )

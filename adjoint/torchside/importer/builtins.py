@@ -69,13 +69,11 @@ def weight_norm_dim(m: nn.Module, tname: str, path: str) -> int | None:
                                    "torch.nn.utils.parametrizations.weight_norm of the weight (spectral_norm, "
                                    "orthogonal and custom parametrizations are not modelled yet)",
                      "remove them before importing (parametrize.remove_parametrizations)")
-    dim = plist[0].dim
-    last = plist.original1.dim() - 1
-    if dim not in (0, last):
-        raise refuse(of_module(m), f"{where} has weight_norm with dim {dim}: PyTorch's _weight_norm fuses only dim 0 "
-                                   f"and the weight's last dim ({last}), the others (and dim=None) run "
-                                   "norm_except_dim's composite, which adjoint does not model yet",
-                     "use dim=0 or the last dim, or remove it (parametrize.remove_parametrizations)")
+    dim = plist[0].dim   # None was kept as -1
+    if -plist.original1.dim() <= dim < -1:
+        raise refuse(of_module(m), f"{where} has weight_norm with dim {dim}, a negative dim, which adjoint does not "
+                                   "model yet (PyTorch transposes with the negative dim itself)",
+                     f"give it as {dim + plist.original1.dim()}")
     hooked = [n for n, sub in m.parametrizations.named_modules()
               if sub._forward_hooks or sub._forward_pre_hooks or sub._backward_hooks or sub._backward_pre_hooks]
     if hooked:
