@@ -122,6 +122,9 @@ class ModuleBuilder:
     def custom(self, m: YMap, path: str, name: str, what: str, prefix: str, training: bool, frozen: bool) -> Module:
         if m.get("bias") is not None:
             raise ProblemError(m.key_loc("bias"), f"'bias' is a Linear option; {what} is a custom module")
+        if m.get("weight_norm") is not None:
+            raise ProblemError(m.key_loc("weight_norm"), f"'weight_norm' is an option of {', '.join(wn.TYPES)}; {what} "
+                                                         "is a custom module (give type: to use a built-in)")
         for key in ("args", "mask"):
             if m.get(key) is not None:
                 raise ProblemError(m.key_loc(key), f"'{key}' belongs to built-in types; {what} is a custom module "
