@@ -118,24 +118,33 @@ class MathExprs:
         kws = [_kw("value", s.choice(["0.5", "-1", "2", "-0.25"]))] if s.coin(0.6) else []
         return self._either("addcdiv", e, [t1, t2] + kws, shape)
 
+    def _rational(self, shape: tuple):
+        """A tensor of this shape whose values stay rational whatever the problem does: a target
+        (an earlier name may hold tanh's values, and a parameter or an input may be stepped by an
+        irrational gradient or written by a hook), sometimes plus ``p - p.detach()`` (exactly 0:
+        a gradient path into a parameter without its value)."""
+        s = self.s
+        t = ("n", self.target(shape))
+        if s.coin(0.6):
+            p = self.name_of(self._small(shape)) if s.coin(0.5) else self.new_leaf(self._small(shape))
+            if p is not None:
+                zero = ("b", "-", p, self._m("detach", p, [], self.env.get(p[1], shape), sem="detach"))
+                return ("b", "+", t, zero)
+        return t
+
     def _math_fmod(self, shape, d, fn="fmod"):
         """Of rational operands only (solve refuses fmod / remainder of an irrational element:
-        the rounded quotient's sign against every integer nearby): a fresh leaf (a parameter or
-        a target: never an earlier name, which may hold tanh's values), by a number or by
-        ``abs(leaf) + c``."""
+        the rounded quotient's sign against every integer nearby), by a number or by
+        ``abs(t) + c``."""
         s = self.s
-        e = self.new_leaf(shape)
-        if e is None:
-            raise NoExpr()
+        e = self._rational(shape)
         if s.coin(0.3):
             e = ("b", "*", e, ("c", s.choice([Fr(3), Fr(-5, 2), Fr(1, 2)])))
         if s.coin(0.5):
             other = _lit(s.choice(["2", "-1.5", "0.75", "1", "-2"]))
         else:
-            leaf = self.new_leaf(self._small(shape))
-            if leaf is None:
-                raise NoExpr()
-            other = ("b", "+", ("f", "abs", leaf), ("c", s.choice([Fr(1, 2), Fr(1, 4), Fr(1)])))
+            other = ("b", "+", ("f", "abs", self._rational(self._small(shape))),
+                     ("c", s.choice([Fr(1, 2), Fr(1, 4), Fr(1)])))
             if s.coin(0.3):
                 other = ("neg", other)
         return self._either(fn, e, [other], shape)

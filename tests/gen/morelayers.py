@@ -256,6 +256,9 @@ class MoreLayers:
             out_none = y_shape
         if reduction != "mean":
             args["reduction"] = reduction
+        # hinge / margin / cosine composites save bool masks (where, comparisons): pack-hook arithmetic
+        # on them is integer arithmetic, which solve does not model (as the int64 indices of layers.py)
+        self.int_saved = True
         out_shape = out_none if reduction == "none" else ()
         if kind == "module":
             lname = self.fresh("crit")
@@ -265,6 +268,7 @@ class MoreLayers:
             m.inputs = LOSS_INPUTS.get(typ, ["input", "target"])[:len(items)]
             m.buffers = buffers
             model.children.append(m)
+            self.int_paths.add(lname)
             tree = ("call", lname, tuple(items))
             self.v2_used[f"layer loss module {typ}"] += 1
         else:
