@@ -284,6 +284,20 @@ def test_fmod_remainder_of_nan_against_torch(call):
     assert torch.fmod(a + z * 0, 2).isnan().sum().item() == 2    # torch's nan, the one solve now answers
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("call", ["torch.remainder(t + (p - p.detach()), 0.75)", "torch.fmod(t, p.detach() * 0 + 0.5)",
+                                  "(t * 3).fmod(t.abs() + (p - p.detach()) + 1)"])
+def test_fmod_remainder_of_a_closed_form_rational_against_torch(call):
+    """An element whose closed form simplifies to a rational (2 + (tanh(3/2) - tanh(3/2))) was
+    refused as irrational; regression remainder_of_a_closed_form_rational.yaml."""
+    text = problem({"x": [1.5, -0.5], "t": [2, -1.25]}, f"p = tanh(x)\no = {call}\nreturn (o * o).sum()",
+                   requires=("x",))
+    verified(text)
+    x, t = torch.tensor([1.5, -0.5], dtype=torch.float64), torch.tensor([2, -1.25], dtype=torch.float64)
+    p = torch.tanh(x)
+    assert (t + (p - p)).tolist() == t.tolist()     # exactly t in torch's doubles as well
+
+
 def test_fmod_by_zero_and_a_number_dividend_are_refused():
     for forward in ("o = torch.fmod(a, b * 0)\nreturn o.sum()", "o = torch.remainder(2, a)\nreturn o.sum()"):
         with pytest.raises(adjoint.ProblemError):

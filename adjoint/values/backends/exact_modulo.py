@@ -5,8 +5,9 @@ Each is computed on rational elements only: C's ``fmod(a, b) = a - trunc(a / b) 
 of ``a``), PyTorch's ``remainder`` adding ``b`` where that is non-zero and of the other sign than
 ``b`` (the sign of ``b``). A divisor 0 gives nan, as PyTorch (the runtime then refuses the
 non-finite value, or ``--float64`` follows it); so does a nan operand (C's fmod, PyTorch's
-remainder and the rounded quotient all give nan then: a parameter an SGD step made nan). An
-irrational, infinite or symbolic element is refused (:class:`NotRational`): which integer the quotient rounds to would need its sign decided
+remainder and the rounded quotient all give nan then: a parameter an SGD step made nan). A closed
+form that SymPy simplifies to a rational is that rational. An irrational, infinite or symbolic
+element is refused (:class:`NotRational`): which integer the quotient rounds to would need its sign decided
 against every integer nearby.
 """
 
@@ -22,10 +23,21 @@ class NotRational(ExactLimit):
     """A remainder of an element that is not a finite rational (a ProblemError at the op's line)."""
 
 
+def _rational(v):
+    """A closed-form element whose form is a rational number once SymPy has simplified it
+    (``t + (p - p.detach())`` with ``p = tanh(x)``: ``2 + (tanh(3/2) - tanh(3/2))``), as that
+    rational; any other element as it is."""
+    if type(v) is E.fmpq or getattr(v, "form", None) is None:
+        return v
+    e = v.sympy()
+    return E.fmpq(int(e.p), int(e.q)) if getattr(e, "is_Rational", False) else v
+
+
 def _pairs(a: Exact, b: Exact, what: str):
     x, y = broadcast_arrays(a.a, b.a)
     flat = []
     for p, q in zip(x.reshape(-1).tolist(), y.reshape(-1).tolist()):
+        p, q = _rational(p), _rational(q)
         if E.s_is_nan(p) or E.s_is_nan(q):
             flat.append(None)       # nan, whatever the other operand
             continue
