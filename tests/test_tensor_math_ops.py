@@ -268,6 +268,36 @@ def test_fmod_remainder_signs_in_torch_and_here():
     assert got["f"]["grad_fn"] == "FmodBackward1" and got["r"]["grad_fn"] == "RemainderBackward1"
 
 
+NAN_MODULO = {"a": [[5, -5, 5, -5], [0, 1.5, 3.5, -7.25]], "b": [3, 3, -3, 0.75], "z": [["inf", 1, 2, 0], [0, 0, "inf", 1]]}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("call", ["torch.fmod(a + n, b)", "torch.remainder(a + n, b)", "torch.fmod(a, b + n)",
+                                  "(a * 1).remainder(b + n)", "(a + n).fmod(2)", "(a + n).remainder_(-0.75)",
+                                  "(a * 1).fmod_(b + n)"])
+def test_fmod_remainder_of_nan_against_torch(call):
+    """A nan operand gives nan (sweep seed 89300, problem 2: a parameter an SGD step made nan);
+    solve refused it as an irrational element. Its gradient: nan where other's reads the quotient."""
+    verified(problem(NAN_MODULO, f"n = z * 0\no = {call}\nreturn (o * o).sum() + (o * a).sum()", requires=("a", "b")))
+    a = torch.tensor(NAN_MODULO["a"], dtype=torch.float64)
+    z = torch.tensor([[float("inf"), 1, 2, 0], [0, 0, float("inf"), 1]], dtype=torch.float64)
+    assert torch.fmod(a + z * 0, 2).isnan().sum().item() == 2    # torch's nan, the one solve now answers
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("call", ["torch.remainder(t + (p - p.detach()), 0.75)", "torch.fmod(t, p.detach() * 0 + 0.5)",
+                                  "(t * 3).fmod(t.abs() + (p - p.detach()) + 1)"])
+def test_fmod_remainder_of_a_closed_form_rational_against_torch(call):
+    """An element whose closed form simplifies to a rational (2 + (tanh(3/2) - tanh(3/2))) was
+    refused as irrational; regression remainder_of_a_closed_form_rational.yaml."""
+    text = problem({"x": [1.5, -0.5], "t": [2, -1.25]}, f"p = tanh(x)\no = {call}\nreturn (o * o).sum()",
+                   requires=("x",))
+    verified(text)
+    x, t = torch.tensor([1.5, -0.5], dtype=torch.float64), torch.tensor([2, -1.25], dtype=torch.float64)
+    p = torch.tanh(x)
+    assert (t + (p - p)).tolist() == t.tolist()     # exactly t in torch's doubles as well
+
+
 def test_fmod_by_zero_and_a_number_dividend_are_refused():
     for forward in ("o = torch.fmod(a, b * 0)\nreturn o.sum()", "o = torch.remainder(2, a)\nreturn o.sum()"):
         with pytest.raises(adjoint.ProblemError):
@@ -316,3 +346,69 @@ def test_logcumsumexp_node_in_torch():
     assert got["values"]["o"]["grad_fn"] == "LogcumsumexpBackward0"
     want = torch.logcumsumexp(x, 1)
     assert got["values"]["o"]["value"][0] == pytest.approx(want.tolist()[0], rel=1e-14)
+
+
+# ----------------------------------------------------------------------------- which gradients are grad itself
+
+ALIAS = """
+name: alias
+dtype: float64
+inputs:
+  x0: {value: [[-1.25, 2, 0.75]], requires_grad: true}
+  i: {value: [[0, 0], [1, 0]], dtype: int64}
+model:
+  inputs: [x0, i]
+  params:
+    A0: [[0.25, -0.75, 0.75], [-0.5, 1.25, -0.5]]
+    p3: [[1.5, -1], [0.125, -0.75]]
+    A1: [[-2]]
+    B: [[[1, 2], [0.5, -1]]]
+    v: [1, -0.5]
+  children:
+    c0:
+      inputs: [a0]
+      forward: "a0.mean(0)[:2]"
+  forward: |
+    h0 = c0(A0)
+    h2 = CALL
+    return x0 + h2.mean()
+loss: "(y ** 2).sum()"
+hooks:
+  - {node: "h0", kind: post}
+  - {global: full_backward}
+steps:
+  - forward
+  - backward
+  - forward
+  - backward
+"""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("call", [
+    "torch.addcmul(p3, A1, h0, value=0.5)", "torch.addbmm(p3, B, h0.expand(1, 2, 2))",
+    "torch.addbmm(p3, B, h0.expand(1, 2, 2), beta=2)", "torch.addmv(v, p3, h0, beta=0.5)", "torch.addr(p3, h0, v)",
+    "torch.baddbmm(p3, B, h0.expand(1, 2, 2), beta=2)", "torch.remainder(p3, h0 + 2)",
+    "p3.scatter_reduce(0, i, h0.expand(2, 2), 'sum')", "p3.scatter_reduce(0, i, h0.expand(2, 2), 'mean')",
+    "F.bilinear(p3, h0.expand(2, 2), B)"])
+def test_second_backward_into_a_grad_the_new_nodes_handed_on(call):
+    """A parameter's .grad taken from a node that hands on the incoming gradient itself (or a new
+    tensor), then added into by a second backward: solve refused it for the nodes gradalias did not
+    list (sweep seed 89302, problem 84); regression new_ops_self_gradient_is_grad.yaml."""
+    verified(ALIAS.replace("CALL", call))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("make, same", [
+    (lambda s, a, b: torch.addcmul(s, a, b, value=2), True), (lambda s, a, b: torch.addbmm(s, a[None], b[None]), True),
+    (lambda s, a, b: torch.addbmm(s, a[None], b[None], beta=2), False), (lambda s, a, b: torch.fmod(s, b + 3), True),
+    (lambda s, a, b: s.scatter_reduce(0, torch.tensor([[0, 1], [1, 1]]), b, "sum"), True),
+    (lambda s, a, b: s.scatter_reduce(0, torch.tensor([[0, 1], [1, 1]]), b, "sum", include_self=False), False)])
+def test_self_gradient_is_the_incoming_one_in_torch(make, same):
+    """The facts gradalias.SAME records for these nodes, read from torch 2.13."""
+    s, a, b = (torch.randn(2, 2, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    out = make(s, a, b)
+    seen = {}
+    out.grad_fn.register_hook(lambda gi, go: seen.update(same=gi[0] is go[0]))
+    out.backward(torch.ones_like(out))
+    assert seen["same"] is same

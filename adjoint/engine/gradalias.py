@@ -253,6 +253,10 @@ FRESH = frozenset((
     # _weight_norm_interface_backward: grad_v and grad_g empty_like(saved, contiguous), also for a
     # non-contiguous incoming gradient (grad.contiguous() first)
     "WeightNormInterfaceBackward0",
+    # stop 55's ops and layers (each output checked with ``is`` and storage pointers in torch 2.13)
+    "HypotBackward0", "StdMeanBackward0", "NansumBackward0", "LogcumsumexpBackward0", "IndexFillBackward0",
+    "IndexFillBackward1", "IndexCopyBackward0", "MaskedScatterBackward0", "TrilinearBackward0",
+    "EmbeddingBagBackward0", "SoftMarginLossBackward0",
     # oneDNN's LSTM layer: seven new contiguous tensors (b_hh's a clone of b_ih's), none sharing another's storage
     "MkldnnRnnLayerBackward0",
     # a create_graph backward's own nodes (probed the same way)
@@ -288,7 +292,21 @@ SAME = {
     "IndexAddBackward0": (0,),   # self: grad (source: a new tensor)
     "ScatterAddBackward0": (0,),  # self: grad (src: a new tensor)
     "IndexPutBackward0": (0,),   # with accumulate: self: grad (values: a new tensor)
+    # stop 55's ops (checked in torch 2.13 with ``is``): self's gradient is grad itself
+    "AddcmulBackward0": (0,),
+    "AddcdivBackward0": (0,),
+    "AddbmmBackward0": (0,),     # with beta 1 (maybe_multiply(grad, beta): a new tensor otherwise)
+    "AddmvBackward0": (0,),
+    "AddrBackward0": (0,),
+    "FmodBackward0": (0,),
+    "FmodBackward1": (0,),
+    "RemainderBackward0": (0,),
+    "RemainderBackward1": (0,),
+    "ScatterReduceBackward0": (0,),   # reduce 'sum' with include_self only
 }
+
+#: the user's scaled products, params (beta, alpha): self's gradient is grad itself only with beta 1
+_SCALED = frozenset(("baddbmm_ab", "addbmm", "addmv", "addr"))
 
 
 def same_slots(node) -> tuple:
@@ -298,6 +316,10 @@ def same_slots(node) -> tuple:
         return (0, 1) if alpha == 1 else (0,)
     if node.name == "IndexPutBackward0" and not node.op.name.startswith("index_put_acc"):
         return ()   # grad.index_put(indices, zeros, false): a clone of grad (index_put_grad below)
+    if getattr(node.op, "name", None) in _SCALED and node.params[0] != 1:
+        return ()   # maybe_multiply(grad, beta): a new tensor (beta 0 too)
+    if node.name == "ScatterReduceBackward0" and tuple(node.params[1:]) != ("sum", True):
+        return ()   # mean / amax / amin / prod, or without include_self: a new tensor
     return SAME[node.name]
 
 

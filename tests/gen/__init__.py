@@ -49,6 +49,16 @@ given or from ``init:``, ``training: false`` and ``requires_grad: false`` module
 module, a functional loss or a loss expression; hooks from the same machinery
 (``tests/gen/layers.py``).
 
+Stop 55's tensor math (``mathexprs.py``, a v2 expression kind of weight :data:`exprs.MATH_WEIGHT`):
+addcmul addcdiv (``value=``), baddbmm addbmm addmv addr (``beta=`` / ``alpha=``), fmod remainder
+(of operands that stay rational: solve refuses an irrational element), hypot, heaviside and
+scatter(``reduce=``) (NotImplemented nodes: a backward reaching them raises, an answer too), std_mean,
+nansum, nanmean, logcumsumexp, index_fill index_copy masked_scatter scatter_reduce (int64 index and
+bool mask targets); and its layers (``morelayers.py``, in layer problems): InstanceNorm1d/2d,
+BatchNorm3d, circular padding (F.pad, Conv ``padding_mode``), Bilinear, PairwiseDistance,
+EmbeddingBag, and the losses SoftMarginLoss MarginRankingLoss HingeEmbeddingLoss
+CosineEmbeddingLoss MultiLabelSoftMarginLoss PoissonNLLLoss TripletMarginLoss GaussianNLLLoss.
+
 Second-order problems (create_graph, grad of grad) have their own small generator,
 ``second.py`` (``benchmarks/sweep.py --kind second``), over the ops whose create_graph
 recording is modelled; :func:`generate` does not draw them (its seeds stay as they were).
@@ -56,8 +66,8 @@ recording is modelled; :func:`generate` does not draw them (its seeds stay as th
 The package, one job per module: ``rand`` (the source of choices), ``trees`` (expression
 trees and their text), ``specs`` (the problem's static model), ``analysis`` (the abstract
 interpretation), ``exprs``, ``viewexprs`` and ``cmpexprs`` (expressions of a requested shape,
-v1 and v2 forms, comparisons), ``program`` (v2 statements), ``modules`` (the generator: values, modules, forwards,
-Functions, the loss), ``layers`` (layer problems), ``hooks`` and ``hooks2`` (hooks, their returns, variants; v2 kinds and
+v1 and v2 forms, comparisons; ``mathexprs``: stop 55's ops), ``program`` (v2 statements), ``modules`` (the generator: values, modules, forwards,
+Functions, the loss), ``layers`` and ``morelayers`` (layer problems), ``hooks`` and ``hooks2`` (hooks, their returns, variants; v2 kinds and
 options), ``steps``, ``emit`` (YAML), ``check`` (the differential check), ``coverage``.
 
 Validity by construction: the generator tracks shapes statically, and for each variant runs

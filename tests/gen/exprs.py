@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .analysis import broadcast
 from .trees import POSITIVE_UNARY, RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE, NoExpr
 from .cmpexprs import CmpExprs
+from .mathexprs import MathExprs
 from .viewexprs import V2Exprs
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ MAX_EXPR_DEPTH = 3
 V2_WEIGHT = 16
 #: The weight of a comparison form (a mask, where(), a bool tensor: cmpexprs) in v2 problems.
 CMP_WEIGHT = 6
+#: The weight of a stop-55 math form (addcmul ... scatter_reduce: mathexprs) in v2 problems.
+MATH_WEIGHT = 4
 
 
 
@@ -40,7 +43,7 @@ def _sub_shape(shape: tuple, s: Src) -> tuple:
     return tuple(d if s.coin(0.7) else 1 for d in tail)
 
 
-class ExprCtx(V2Exprs, CmpExprs):
+class ExprCtx(V2Exprs, CmpExprs, MathExprs):
     """Generates expression trees of a requested shape over the names of one forward (or the loss)."""
 
     def __init__(self, g: Gen, mod: Mod | None, allow_params: bool, allow_targets: bool):
@@ -140,7 +143,7 @@ class ExprCtx(V2Exprs, CmpExprs):
         if 1 <= len(shape) <= 3:
             options.append((3, "matmul"))
         if self.g.v2:
-            options += [(V2_WEIGHT, "v2"), (CMP_WEIGHT, "cmp")]
+            options += [(V2_WEIGHT, "v2"), (CMP_WEIGHT, "cmp"), (MATH_WEIGHT, "math")]
         kind = s.weighted(options)
         try:
             return self._expr(kind, shape, depth)
@@ -205,6 +208,8 @@ class ExprCtx(V2Exprs, CmpExprs):
             return self.v2_expr(shape, depth)
         if kind == "cmp":
             return self.cmp_expr(shape, depth)
+        if kind == "math":
+            return self.math_expr(shape, depth)
         # binary elementwise
         op = s.weighted([(3, "+"), (3, "-"), (3, "*"), (2, "/")])
         form = s.weighted([(6, "tt"), (2, "tn"), (2, "nt")])

@@ -27,6 +27,7 @@ import math
 from fractions import Fraction as Fr
 
 from .analysis import Info, _node
+from .morelayers import LOSSES, loss_options
 from .specs import BackwardSpec, Leaf, Mod, ProblemSpec
 from .trees import num_text
 
@@ -173,7 +174,7 @@ class LayerGen:
         self.int_saved = False
         self.int_paths = set()     # modules that save int64 / bool tensors (indices, masks, class targets)
         self.v2_used["layer problem"] += 1
-        start = s.weighted([(4, "img"), (2, "seq1d"), (3, "vec"), (2, "tokens"), (1, "embed")])
+        start = s.weighted([(4, "img"), (2, "seq1d"), (3, "vec"), (2, "tokens"), (1, "embed"), (1, "bag")])
         n = s.weighted([(3, 1), (4, 2), (1, 3)])
         x_rg = s.coin(0.6)
         if start == "img":
@@ -187,7 +188,7 @@ class LayerGen:
         else:
             shape = None
         self.root_training = None if s.coin(0.85) else False
-        root_kind = s.weighted([(1, "Sequential"), (3, "custom")]) if start != "embed" else "custom"
+        root_kind = s.weighted([(1, "Sequential"), (3, "custom")]) if start not in ("embed", "bag") else "custom"
         if getattr(self, "force_rnn", False):   # tests/gen/recurrent.py: a recurrent layer in every problem
             root_kind = "custom"
             if start == "img":
@@ -226,6 +227,8 @@ class LayerGen:
             h = self.fresh("h")
             lines.append((h, ("b", "+", call, ("n", "x0")) if s.coin(0.6) else call))
             cur, shape = ("n", h), x_shape
+        elif start == "bag":    # tests/gen/morelayers.py
+            cur, shape = self.bag_start(n, x_rg, children, lines)
         else:
             self.inputs.append(self.leaf("x0", shape, x_rg))
             cur = ("n", "x0")
@@ -343,6 +346,7 @@ class LayerGen:
                 opts.append((1, "rnn"))
         else:
             opts = [(1, "act")]
+        opts += self.more_stage_options(shape, functional)     # tests/gen/morelayers.py
         kind = s.weighted(opts)
         if getattr(self, "force_rnn", False) and not getattr(self, "rnn_made", False) and functional and r in (2, 3):
             kind = "rnn"
@@ -356,6 +360,8 @@ class LayerGen:
         path = name
         frozen = s.coin(0.1)
         init = s.coin(0.4)
+        if kind in ("instnorm", "bn3d", "circpad", "bilinear", "pairwise"):
+            return self.more_stage(kind, name, path, shape, frozen, init)
         if kind == "act":
             t = self.act_type()
             args = self.act_args(t, shape)
@@ -390,6 +396,9 @@ class LayerGen:
                 args["padding"] = pad
             if dil != 1:
                 args["dilation"] = dil
+            if pad and s.coin(0.25):
+                args["padding_mode"] = "circular"
+                self.v2_used["layer Conv circular"] += 1
             if groups != 1:
                 args["groups"] = groups
             if not bias:
@@ -824,10 +833,13 @@ class LayerGen:
         typ = s.weighted([(3, "MSELoss"), (2, "L1Loss"), (2, "SmoothL1Loss"), (2, "HuberLoss"),
                           (3 if len(y_shape) >= 2 else 0, "CrossEntropyLoss"),
                           (3 if len(y_shape) >= 2 else 0, "NLLLoss"), (1, "BCELoss"), (2, "BCEWithLogitsLoss"),
-                          (1, "KLDivLoss")])
-        if typ in ("CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss") and not self.spend():
+                          (1, "KLDivLoss")] + loss_options(y_shape))
+        if (typ in ("CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss") or LOSSES.get(typ, (0, False))[1]) \
+                and not self.spend():
             typ = s.choice(["MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss"] + (["NLLLoss"] if len(y_shape) >= 2 else []))
         reduction = s.weighted([(4, "mean"), (2, "sum"), (1, "none")])
+        if typ in LOSSES:     # tests/gen/morelayers.py
+            return self.more_loss(typ, kind, model, y_shape, reduction)
         args: dict = {}
         buffers: dict = {}
         inp = y

@@ -10,6 +10,7 @@ from .exprs import MAX_EXPR_DEPTH, ExprCtx, _broadcastable, _sub_shape
 from .hooks import HookGen
 from .hooks2 import HookGenV2
 from .layers import LAYER_SHARE, LayerGen
+from .morelayers import MoreLayers
 from .steps import StepGen
 from .program import ProgramGen
 from .rand import Src
@@ -30,7 +31,7 @@ DIRTY_P = 0.35
 STATEMENT_P = 0.6
 
 
-class Gen(HookGen, HookGenV2, ProgramGen, StepGen, LayerGen):
+class Gen(HookGen, HookGenV2, ProgramGen, StepGen, LayerGen, MoreLayers):
     def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float | None = None,
                  train: bool = False):
         self.s = s
