@@ -2,7 +2,8 @@
 own bindings, which take fewer (or other) arguments than ``F.X`` (adjoint.engine.bindings.aten_parser).
 A call torch's argument parser refuses (``torch.relu(x, inplace=True)``, ``torch.dropout(x, 0.0,
 training=False)``) was answered with F's signature; it is PyTorch's TypeError, compared here with
-real torch 2.13's words, and a call it takes gives torch's values."""
+real torch 2.13's words, and a call it takes gives torch's values. Also torch.as_tensor's keyword-only
+dtype, torch.einsum(*args)'s keywords and tensor_split's keyword no overload takes."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ ERRORS = [
     "torch.dropout(x, 0.0, training=False)", "torch.dropout(x, 0.0, True, training=True)",
     "torch.dropout(x, 0.0, True, False)", "torch.dropout(x, p=0.0, train=False, inplace=False)",
     "torch.dropout(x, 0.0, True, p=0.1)",
+    # torch.as_tensor(data, *, dtype=None, device=None); torch.einsum(*args)
+    "torch.as_tensor(x, torch.float64)", "torch.as_tensor(x, torch.float64, None)",
+    "torch.einsum(equation='ij->ji', operands=[x])",
 ]
 
 
@@ -72,3 +76,14 @@ def test_a_call_aten_takes_is_torchs_value(expr):
     assert "error" not in js or js["error"] is None
     assert torch.allclose(torch.tensor(js["values"]["h"]["value"], dtype=torch.float64), h.detach(), rtol=1e-12)
     assert torch.allclose(torch.tensor(js["grads"]["x"]["value"], dtype=torch.float64), x.grad, rtol=1e-12)
+
+
+@pytest.mark.parametrize("expr", ["torch.tensor_split(x, indices_or_sections=2)[0]",
+                                  "x.tensor_split(indices_or_sections=2)[0]"])
+def test_a_keyword_no_overload_takes_is_refused(expr):
+    """tensor_split's overloads name it sections / indices / tensor_indices_or_sections: PyTorch's
+    'invalid combination of arguments' TypeError lists them (not modelled: refused in one line)."""
+    with pytest.raises(TypeError, match="invalid combination of arguments"):
+        _torch(expr)
+    with pytest.raises(adjoint.ProblemError, match="indices_or_sections"):
+        _solve(expr)
