@@ -20,6 +20,9 @@ CALLS = {
     "binary_cross_entropy_with_logits": "torch.binary_cross_entropy_with_logits(x, rv)",
     "kl_div": "torch.kl_div(x, rv)",
     "instance_norm": "torch.instance_norm(x.unsqueeze(0), w, b, rm, rv, True, 0.1, 1e-5, False)",
+    "cosine_embedding_loss": "torch.cosine_embedding_loss(x, x * 2, rv[:2])",
+    "hinge_embedding_loss": "torch.hinge_embedding_loss(x, x.sign())",
+    "margin_ranking_loss": "torch.margin_ranking_loss(x, x * 2, x.sign())",
 }
 
 
@@ -61,5 +64,11 @@ def test_what_differs_in_torch():
     assert torch.kl_div(x, t).shape == (1, 2) and F.kl_div(x, t, reduction="mean").shape == ()
     assert torch.binary_cross_entropy_with_logits(x, t).shape == (1, 2)
     assert F.binary_cross_entropy_with_logits(x, t).shape == ()
+    y = torch.tensor([[1.0, -1.0]])   # the margin losses: reduction an int, none by default
+    assert torch.margin_ranking_loss(x, t, y).shape == (1, 2) and F.margin_ranking_loss(x, t, y).shape == ()
+    assert torch.hinge_embedding_loss(x, y).shape == (1, 2) and F.hinge_embedding_loss(x, y).shape == ()
+    assert torch.cosine_embedding_loss(x, t, y[0, :1]).shape == (1,)
+    with pytest.raises(TypeError, match="argument 'reduction' must be int, not str"):
+        torch.margin_ranking_loss(x, t, y, reduction="sum")
     E, ids = torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([1, 0])
     assert torch.equal(torch.embedding(E, ids), F.embedding(ids, E))

@@ -234,6 +234,16 @@ def test_gaussian_nll_loss_errors_are_torchs(expr, fn, var):
     assert got == _torch_error(fn, A, P, var)
 
 
+@pytest.mark.parametrize("forward, var", [("h = m(a, b, 2.0)", 2.0), ("v = 3.0\nh = m(a, b, var=v)", 3.0),
+                                          ("h = m(a, b, 4 / 2)", 2.0)])
+def test_gaussian_nll_loss_module_takes_a_whole_float_var(forward, var):
+    """A whole float (2.0, a name assigned 3.0, 4 / 2) is the Python float the call wrote: the module's
+    F.gaussian_nll_loss fills a tensor with it, as torch does (an int would be its TypeError)."""
+    forward += "\nreturn (h * W).sum()"
+    assert compare({"a": (A, True), "b": (P, True)}, "{type: GaussianNLLLoss, args: {reduction: none}}",
+                   Lambda(lambda a, b: nn.GaussianNLLLoss(reduction="none")(a, b, var)), forward) == []
+
+
 def test_a_module_number_var_of_unknown_type_is_refused():
     text = ("name: t\ndtype: float64\ninputs:\n  a: {value: [1.0, 2.0], requires_grad: true}\n"
             "model:\n  children:\n    g: {type: GaussianNLLLoss}\n  forward: g(a, a * 2, 1)\n")

@@ -57,6 +57,8 @@ CONFIGS = {
        for kind in ("Zero", "Reflection", "Replication") for rank in (1, 2, 3)},
     **{f"ConstantPad{rank}d": [{"padding": (1,) * (2 * rank), "value": Fraction(1, 2)},
                                {"padding": tuple(range(2 * rank)), "value": Fraction(-3)}] for rank in (1, 2, 3)},
+    **{f"CircularPad{rank}d": [{"padding": (1,) * (2 * rank)}, {"padding": tuple(range(2 * rank))}]
+       for rank in (1, 2, 3)},
     "RMSNorm": [{"normalized_shape": (4,)}, {"normalized_shape": (2, 3), "eps": Fraction(1, 1000)},
                 {"normalized_shape": (3,), "elementwise_affine": False}],
     "GroupNorm": [{"num_groups": 2, "num_channels": 4}, {"num_groups": 1, "num_channels": 3, "affine": False},
@@ -203,7 +205,8 @@ def test_every_type_of_the_contract_is_there():
                  # Llama-style blocks (tests/data/regressions/rms_norm.yaml)
                  "RMSNorm",
                  # padding layers (CycleGAN-style generators; tests/data/regressions/padding_modules.yaml)
-                 *(f"{kind}Pad{rank}d" for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)),
+                 *(f"{kind}Pad{rank}d" for kind in ("Zero", "Constant", "Reflection", "Replication", "Circular")
+                   for rank in (1, 2, 3)),
                  # learnable activations (tests/data/regressions/prelu_modules.yaml)
                  "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin",
                  # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)

@@ -1,7 +1,8 @@
 """F.pad(mode='circular') and Conv{1,2,3}d(padding_mode='circular') against real torch (float64):
 at::_pad_circular's graph (CopySlices over SliceBackward0 nodes: one copy into the middle, one per
-positive pad), values and gradients, negative pads that crop, PyTorch's errors
-(tests/data/regressions/pad_circular.yaml checks hooks and saved tensors through verify)."""
+positive pad), values and gradients, negative pads that crop, PyTorch's errors; the CircularPad{1,2,3}d
+modules (tests/data/regressions/pad_circular.yaml and circular_pad_modules.yaml check hooks and
+saved tensors through verify)."""
 
 import pytest
 
@@ -12,7 +13,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from nn_harness import (Case, assert_close, assert_error_matches_torch, assert_expr_matches_torch,  # noqa: E402
-                        distinct, expr_problem, lit, t64, torch_chain)
+                        assert_root_module, distinct, expr_problem, lit, module_problem, t64, torch_chain,
+                        torch_module_run)
 
 X = distinct((2, 3, 4), 1)
 
@@ -85,3 +87,41 @@ def test_the_result_version_counts_the_copies():
     y = F.pad(t64(X, True), (2, 1), mode="circular")
     case = Case(expr_problem("F.pad(x, (2, 1), mode='circular')", X))
     assert case.tensor("h").version.shown == y._version
+
+
+@pytest.mark.parametrize("rank, padding, shape", [
+    (1, 2, (2, 3)), (1, (0, 3), (1, 2, 3)), (1, (-1, 2), (2, 4)),
+    (2, 1, (2, 3, 4)), (2, (1, 0, 2, 3), (1, 2, 3, 4)), (2, (0, -2, 1, 1), (2, 2, 3)),
+    (3, 1, (1, 2, 2, 3)), (3, (1, 0, 0, 2, 1, 1), (1, 1, 2, 3, 2)),
+])
+def test_circular_pad_modules_match_torch(rank, padding, shape):
+    """CircularPad{1,2,3}d: _check_input_dim, then F.pad(input, self.padding, 'circular'): the
+    chain, values, gradient, the legacy hook's arguments and the saved tensors, as in torch."""
+    x = distinct(shape, rank)
+    case = Case(module_problem(f"CircularPad{rank}d", {"padding": padding}, {}, x, loss="sum(y * y * y)"))
+    y, names, rec = torch_module_run(getattr(nn, f"CircularPad{rank}d")(padding), {}, x,
+                                     loss=lambda out: (out * out * out).sum())
+    assert_root_module(case, y, names, rec)
+
+
+@pytest.mark.parametrize("rank, padding, shape", [
+    (1, 1, (3,)), (1, 1, (1, 2, 3, 4)), (2, 1, (2, 3)), (2, 1, (1, 1, 2, 3, 4)), (3, 1, (2, 3, 4)),
+    (3, 1, (1, 1, 2, 2, 2, 2)), (1, 4, (2, 3)), (2, (1, 1, 0, 3), (1, 2, 2)),
+])
+def test_circular_pad_module_errors_are_torchs(rank, padding, shape):
+    """_check_input_dim's ValueError ("expected 2D or 3D input (got 1D input)"), and F.pad's wrap-around
+    RuntimeError, as torch raises them."""
+    x = distinct(shape, 1)
+    text = module_problem(f"CircularPad{rank}d", {"padding": padding}, {}, x)
+    assert_error_matches_torch(text, lambda: getattr(nn, f"CircularPad{rank}d")(padding)(t64(x, True)))
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_circular_pad_module_handed_a_tuple_reads_dim(rank):
+    """``_check_input_dim`` calls ``input.dim()`` first: a tuple is Python's AttributeError."""
+    x = distinct((1, 2, 2, 2), 1)
+    text = (f"name: t\ndtype: float64\ninputs:\n  x: {{value: {lit(x)}, requires_grad: true}}\nmodel:\n  children:\n"
+            f"    p: {{type: CircularPad{rank}d, args: {{padding: 1}}}}\n  forward: |\n    h = p((x, x))\n"
+            f"    return h\nloss: \"sum(y)\"\n")
+    xt = t64(x, True)
+    assert_error_matches_torch(text, lambda: getattr(nn, f"CircularPad{rank}d")(1)((xt, xt)))

@@ -131,6 +131,68 @@ def test_pack_and_unpack_against_torch(forward, torch_fn):
     _check(forward, torch_fn)
 
 
+def _unpad_time_first(L):
+    o, n = rnn.pad_packed_sequence(rnn.pack_sequence([L["b"], L["a"], L["c"]], enforce_sorted=False))
+    us = rnn.unpad_sequence(o, n)
+    return {"o": o, "u0": us[0], "u1": us[1], "u2": us[2]}
+
+
+def _unpad_padded(L):
+    p = rnn.pad_sequence([L["a"], L["c"], L["b"]]) * 2
+    n = rnn.pad_packed_sequence(rnn.pack_sequence([L["a"], L["c"], L["b"]]))[1]
+    us = rnn.unpad_sequence(p, n, False)
+    return {"p": p, "q": p * p, "u0": us[0], "u2": us[2]}
+
+
+def _unpad_no_grad(L):
+    n = rnn.pad_packed_sequence(rnn.pack_sequence([L["a"], L["c"]]))[1]
+    c = L["c"]
+    us = rnn.unpad_sequence((c * 1).unsqueeze(2) * 1, n)
+    rnn.unpad_sequence(c, n)
+    return {"c": c, "u0": us[0], "u1": us[1]}
+
+
+# (forward, torch): unpad_sequence(batch_first=False): transpose_ of the padded tensor itself (TransposeBackward1)
+UNPAD = [
+    ("o, n = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([b, a, c], enforce_sorted=False))\n"
+     "us = nn.utils.rnn.unpad_sequence(o, n)\nu0 = us[0]\nu1 = us[1]\nu2 = us[2]\n"
+     "return (o * o * o).sum() + (u0 * u0 * u0).sum() + (u1 * u1 * u1).sum() + (u2 * u2 * u2).sum()",
+     _unpad_time_first),
+    ("p = nn.utils.rnn.pad_sequence([a, c, b]) * 2\n"
+     "n = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a, c, b]))[1]\n"
+     "us = nn.utils.rnn.unpad_sequence(p, n, False)\nq = p * p\nu0 = us[0]\nu2 = us[2]\n"
+     "return (p * p * p).sum() + (q * q * q).sum() + (u0 * u0 * u0).sum() + (u2 * u2 * u2).sum()",
+     _unpad_padded),
+    ("n = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a, c]))[1]\n"
+     "us = nn.utils.rnn.unpad_sequence((c * 1).unsqueeze(2) * 1, n)\nnn.utils.rnn.unpad_sequence(c, n)\n"
+     "u0 = us[0]\nu1 = us[1]\nreturn (c * c * c).sum() + (u0 * u0 * u0).sum() + (u1 * u1 * u1).sum()",
+     _unpad_no_grad),
+]
+
+
+@pytest.mark.parametrize("forward,torch_fn", UNPAD, ids=[f"unpad{i}" for i in range(len(UNPAD))])
+def test_unpad_sequence_time_first_against_torch(forward, torch_fn):
+    """The padded tensor takes (B, T, *) sizes and strides in place; its grad_fn is TransposeBackward1."""
+    _check(forward, torch_fn)
+
+
+def test_unpad_sequence_time_first_moves_the_version():
+    """transpose_ bumps the padded tensor's version: a node that saved it refuses its backward."""
+    forward = ("p = nn.utils.rnn.pad_sequence([a, b]) * 1\nq = p * p\nv = p._version\n"
+               "us = nn.utils.rnn.unpad_sequence(p, nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence("
+               "[a, b]))[1])\nw = p._version\nreturn q.sum() * (w - v)")
+    v = adjoint.loads(_text(forward)).solve(mode="float64").variants[0]
+    L = _leaves()
+    p = rnn.pad_sequence([L["a"], L["b"]]) * 1
+    q = p * p
+    before = p._version
+    rnn.unpad_sequence(p, rnn.pad_packed_sequence(rnn.pack_sequence([L["a"], L["b"]]))[1])
+    assert (before, p._version) == (0, 1)
+    with pytest.raises(RuntimeError) as theirs:
+        (q.sum() * (p._version - before)).backward()
+    assert v.error is not None and (v.error.type, v.error.message) == ("RuntimeError", str(theirs.value))
+
+
 def _error(forward: str):
     v = adjoint.loads(_text(forward + "\nreturn a.sum()")).solve(mode="float64").variants[0]
     assert v.error is not None
@@ -146,6 +208,13 @@ def _error(forward: str):
     ("nn.utils.rnn.unpad_sequence(a.unsqueeze(1), nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a]))[1])",
      lambda L: rnn.unpad_sequence(L["a"].unsqueeze(1), rnn.pad_packed_sequence(rnn.pack_sequence([L["a"]]))[1])),
     ("nn.utils.rnn.pack_sequence([])", lambda L: rnn.pack_sequence([])),
+    ("nn.utils.rnn.unpad_sequence(a, nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a]))[1])",
+     lambda L: rnn.unpad_sequence(L["a"], rnn.pad_packed_sequence(rnn.pack_sequence([L["a"]]))[1])),
+    ("nn.utils.rnn.unpad_sequence(a[0] * 1, nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a]))[1])",
+     lambda L: rnn.unpad_sequence(L["a"][0] * 1, rnn.pad_packed_sequence(rnn.pack_sequence([L["a"]]))[1])),
+    ("nn.utils.rnn.unpad_sequence(a[0], nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a]))[1], "
+     "batch_first=True)", lambda L: rnn.unpad_sequence(L["a"][0], rnn.pad_packed_sequence(
+         rnn.pack_sequence([L["a"]]))[1], batch_first=True)),
     ("nn.utils.rnn.unpad_sequence(a.unsqueeze(0), [3], batch_first=True)",
      lambda L: rnn.unpad_sequence(L["a"].unsqueeze(0), [3], batch_first=True)),
     ("nn.utils.rnn.unpad_sequence(a.unsqueeze(0), nn.utils.rnn.pad_packed_sequence("
@@ -170,8 +239,8 @@ def test_pytorchs_errors_are_the_answer(call, torch_call):
     "p = nn.utils.rnn.pack_sequence([a.sum(), b.sum()])",
     "p = nn.utils.rnn.unpad_sequence((a * 2).unsqueeze(1), nn.utils.rnn.pad_packed_sequence("
     "nn.utils.rnn.pack_sequence([a]))[1])",
-    "p = nn.utils.rnn.unpad_sequence(a[0], nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.pack_sequence([a]))[1], "
-    "batch_first=True)",
+    "p = a * 1\nv = p[0]\nus = nn.utils.rnn.unpad_sequence(p, nn.utils.rnn.pad_packed_sequence("
+    "nn.utils.rnn.pack_sequence([a]))[1])",
     "p = nn.utils.rnn.unpack_sequence(a)",
     "p = nn.utils.rnn.invert_permutation(a)",
 ])

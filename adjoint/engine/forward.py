@@ -1190,7 +1190,7 @@ def _called_without(entry, missing: str) -> None:
 FORWARD_OWNER = {"BatchNorm1d": "_BatchNorm", "BatchNorm2d": "_BatchNorm", "BatchNorm3d": "_BatchNorm",
                  "ReLU6": "Hardtanh", **{f"InstanceNorm{rank}d": "_InstanceNorm" for rank in (1, 2, 3)},
                  **{f"{kind}Pad{rank}d": f"_{'Constant' if kind == 'Zero' else kind}PadNd"
-                    for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)}}
+                    for kind in ("Zero", "Constant", "Reflection", "Replication", "Circular") for rank in (1, 2, 3)}}
 
 
 def _builtin_arity(args, mod: Module, kwargs: dict) -> str | None:

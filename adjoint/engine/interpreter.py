@@ -427,6 +427,11 @@ class Interp:
                 self.check_tensor_args(e, args)
                 return call_function(self.rt, e.func, args, kwargs, e.loc, prefix=e.prefix,
                                      types=_arg_types(e, args, kwargs, self.number_types))
+            if self.is_child(e.func) and getattr(self.scope.find_child(e.func), "type", None) is not None:
+                # a built-in layer's number input is the Python float the call wrote (2.0): its forward hands
+                # it to a functional that tells a float from an int (F.gaussian_nll_loss's var)
+                args = [self.python_float(v, a) for v, a in zip(args, e.args)]
+                kwargs = {k: self.python_float(kwargs[k], v) for k, v in e.kwargs}
             return self.scope.call(e.func, args, kwargs, e.loc)
         if isinstance(e, S.Method):
             utils = S.dotted_name(e.obj)

@@ -509,7 +509,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
            params=_layernorm_params),
     *(NNType(f"{kind}Pad{rank}d", (ArgSpec("padding", "ints", rank=2 * rank),)
              + ((ArgSpec("value", "float"),) if kind == "Constant" else ()))
-      for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)),
+      for kind in ("Zero", "Constant", "Reflection", "Replication", "Circular") for rank in (1, 2, 3)),
     NNType("RMSNorm", (ArgSpec("normalized_shape", "shape", minimum=1), ArgSpec("eps", "opt_float", None),
                        ArgSpec("elementwise_affine", "bool", True)), params=_rmsnorm_params, inputs=("x",)),
     NNType("GroupNorm", (ArgSpec("num_groups", "int", minimum=1), ArgSpec("num_channels", "int", minimum=1),

@@ -53,9 +53,11 @@ def __getattr__(name: str):
 
 
 #: ``torch.X`` names that are ATen's own bindings with another signature or other defaults than
-#: ``F.X`` (checked in torch 2.13: ``torch.kl_div(x, t)`` and ``torch.binary_cross_entropy_with_logits(x,
-#: t)`` do not reduce, the others take their arguments in another order): refused, never bound with
-#: F's signature (``torch.adaptive_max_pool1d``, which returns (output, indices), has its own lowering)
+#: ``F.X`` (checked in torch 2.13: ``torch.kl_div(x, t)``, ``torch.binary_cross_entropy_with_logits(x,
+#: t)`` and the margin losses do not reduce, the others take their arguments in another order):
+#: refused, never bound with F's signature (``torch.adaptive_max_pool1d``, which returns (output,
+#: indices), has its own lowering; ``torch.relu`` and the others whose binding takes fewer of F's
+#: arguments are checked against it: adjoint.engine.bindings.aten_parser)
 ATEN_SIGNATURES = {
     "batch_norm": "(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)",
     "embedding": "(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)",
@@ -64,6 +66,11 @@ ATEN_SIGNATURES = {
     "kl_div": "(input, target, reduction=0: no reduction by default, log_target=False)",
     "instance_norm": "(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, "
                      "cudnn_enabled)",
+    # reduction an int, and no reduction by default (torch 2.13: torch.margin_ranking_loss(a, b, y) is
+    # elementwise, F's the mean)
+    "cosine_embedding_loss": "(input1, input2, target, margin=0., reduction: an int, no reduction by default)",
+    "hinge_embedding_loss": "(input, target, margin=1., reduction: an int, no reduction by default)",
+    "margin_ranking_loss": "(input1, input2, target, margin=0., reduction: an int, no reduction by default)",
 }
 
 
@@ -73,6 +80,10 @@ def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=N
     if method_of is None and prefix == "torch." and name in ATEN_SIGNATURES:
         raise ProblemError(loc, f"torch.{name} is ATen's binding {ATEN_SIGNATURES[name]}, not F.{name}'s "
                                 f"signature, and is not modelled; call F.{name}(...) (torch.nn.functional)")
+    if method_of is None and prefix == "torch.":
+        from adjoint.engine.bindings.aten_parser import ATEN_PARAMS, aten_call
+        if name in ATEN_PARAMS:   # ATen's own signature, checked first: PyTorch's TypeError is the answer
+            args, kwargs, types = aten_call(name, list(args), dict(kwargs), types)
     if method_of is not None:
         fn = METHODS[name]
         args = [method_of] + list(args)

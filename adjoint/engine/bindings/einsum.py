@@ -260,6 +260,8 @@ def _sumproduct_pair(rt, left, right, sum_dims: list[int], loc: Loc):
 
 
 def lower_einsum(rt, a, loc):
+    if a.keywords:   # torch.einsum(*args): Python's TypeError for equation= or operands= (torch 2.13)
+        raise TorchError("TypeError", f"einsum() got an unexpected keyword argument '{a.keywords[0]}'")
     equation, operands = a["equation"], a["operands"]
     if not operands:   # torch.einsum's own check (Python)
         raise TorchError("ValueError", "einsum(): must specify the equation string and at least one operand, or at "

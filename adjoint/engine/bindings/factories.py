@@ -313,7 +313,10 @@ def lower_tensor(rt, a, loc: Loc):
 def lower_as_tensor(rt, a, loc: Loc):
     """``torch.as_tensor(data, dtype=None, device=None)``: a tensor ``data`` itself when ``dtype`` is
     none or its own (no copy, no node: the same tensor object), else ``data.to(dtype)``; numbers and
-    nested lists as ``torch.tensor`` makes them."""
+    nested lists as ``torch.tensor`` makes them. ``dtype`` and ``device`` are keyword-only in
+    PyTorch's binding: one passed by position is its parser's TypeError (checked in torch 2.13)."""
+    if len(a.positional) > 1:
+        raise TorchError("TypeError", f"as_tensor() takes 1 positional argument but {len(a.positional)} were given")
     data = a["data"]
     if isinstance(data, Tensor):
         _refuse_extras(a, loc, "as_tensor")

@@ -429,6 +429,9 @@ def lower_tensor_split(rt, a, loc):
     then one ``slice`` (SliceBackward0, a view) per piece, in order: ``sections`` pieces, the first
     ``size % sections`` one longer (a positive count: PyTorch's error), or the pieces between the
     given indices (each wrapped and clamped as at::slice does). A tensor of indices is refused."""
+    if "indices_or_sections" in a.keywords:   # PyTorch's overloads name it sections / indices / tensor_indices_or_sections
+        raise ProblemError(loc, f"tensor_split(indices_or_sections=...) is PyTorch's TypeError (no overload takes that "
+                                f"keyword); {PARSER_TYPE_ERROR}; pass it by position")
     x, spec = a["input"], a["indices_or_sections"]
     if not x.shape:
         raise TorchError("RuntimeError", "tensor_split expected at least a 1-dimensional tensor, but got a tensor "

@@ -25,6 +25,7 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
     "EmbeddingBag": ("attribute", "dim"),
     **{f"{kind}Pad{rank}d": ("parser", "pad(): argument 'input' (position 1)")
        for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)},
+    **{f"CircularPad{rank}d": ("attribute", "dim") for rank in (1, 2, 3)},   # _check_input_dim reads it first
     **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
                                          "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RNN", "LSTM", "GRU",
                                          "RNNCell", "LSTMCell", "GRUCell")},

@@ -176,6 +176,18 @@ def _pad_module(mode: str, rank: int):
     return forward
 
 
+def _circular_pad_module(rank: int):
+    """``CircularPad{rank}d``: ``_check_input_dim`` (a ValueError unless the input has rank + 1 or
+    rank + 2 dims), then ``F.pad(input, self.padding, "circular")`` (at::_pad_circular's copies)."""
+    def forward(c):
+        x = c.args[0]
+        if len(x.shape) not in (rank + 1, rank + 2):
+            raise TorchError("ValueError", f"expected {rank + 1}D or {rank + 2}D input (got {len(x.shape)}D input)")
+        return lower_pad(c.rt, {"input": x, "pad": c.arg("padding"), "mode": "circular", "value": None}, c.loc)
+    forward.__name__ = f"circular_pad{rank}d_forward"
+    return forward
+
+
 def rms_norm_forward(c):
     return rms_norm(c.rt, c.args[0], c.arg("normalized_shape"), c.params.get("weight"), c.arg("eps"), c.loc)
 
@@ -237,4 +249,5 @@ FORWARDS = {
                                                                         ("Reflection", "reflect"),
                                                                         ("Replication", "replicate"))
        for rank in (1, 2, 3)},
+    **{f"CircularPad{rank}d": _circular_pad_module(rank) for rank in (1, 2, 3)},
 }
