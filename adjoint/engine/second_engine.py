@@ -26,8 +26,10 @@ from adjoint.engine.complex_grad import zeros as zeros_of
 from adjoint.engine.second_formulas import FORMULAS as _FORMULAS, NotModelled, sum_to
 from adjoint.engine.second_reductions import REDUCTIONS
 from adjoint.engine.second_layers import LAYERS
+from adjoint.engine.second_pointwise import POINTWISE
+from adjoint.engine.second_nn import NN
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN}
 
 
 

@@ -39,7 +39,7 @@ FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activation
             "margin_losses", "distance", "trilinear",
             "embedding_bag", "addc",
             "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp",
-            "index_write")
+            "index_write", "second_conv")
 
 _registry: dict[str, Op] = {}
 

@@ -1,0 +1,65 @@
+"""Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1) and the
+convolution (ConvolutionBackwardBackward0): the graph a create_graph backward records, node for node
+(names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
+
+import pytest
+from conftest import require_torch
+
+torch = require_torch()
+
+from test_second_order import _compare_selecting  # noqa: E402
+
+F = torch.nn.functional
+F64 = torch.float64
+
+
+def _t(v):
+    return torch.tensor(v, dtype=F64)
+
+
+OPS = [  # (forward over h = a * b, b and idx; the same in torch)
+    # AddcmulBackward0: grad * (tensor2 * value) (MulBackward1, MulBackward0), then tensor2's
+    ("torch.addcmul(h, h, b, value=0.5)", lambda h, i, b: torch.addcmul(h, h, b, value=0.5)),
+    ("torch.addcmul(h, h[0], b[:, :1])", lambda h, i, b: torch.addcmul(h, h[0], b[:, :1])),
+    ("torch.addcmul(idx.double(), h, h * 3)", lambda h, i, b: torch.addcmul(i.double(), h, h * 3)),
+    # AddcdivBackward0: value / tensor2 is a filled tensor divided in place (DivBackward0); tensor2's
+    # -grad * ((value * tensor1) / (tensor2 * tensor2)): the denominator first
+    ("torch.addcdiv(h, h, b, value=0.5)", lambda h, i, b: torch.addcdiv(h, h, b, value=0.5)),
+    ("torch.addcdiv(h[1], idx.double() + 1, b, value=-2)", lambda h, i, b: torch.addcdiv(h[1], i.double() + 1, b, value=-2)),
+    ("torch.addcdiv(b, h, b + h)", lambda h, i, b: torch.addcdiv(b, h, b + h)),
+    # logsumexp_backward: grad and result unsqueezed, then grad * (self - result).exp()
+    ("torch.logsumexp(h, 1)", lambda h, i, b: torch.logsumexp(h, 1)),
+    ("torch.logsumexp(h, (0, 1))", lambda h, i, b: torch.logsumexp(h, (0, 1))),
+    ("torch.logsumexp(h, 0, keepdim=True)", lambda h, i, b: torch.logsumexp(h, 0, keepdim=True)),
+    ("torch.logsumexp(h[0], 0)", lambda h, i, b: torch.logsumexp(h[0], 0)),
+    # cosine_embedding_loss: ``cos - margin`` is SubBackward1 (C++'s tensor - double)
+    ("F.cosine_embedding_loss(h, b, torch.tensor([1., -1.], dtype=torch.float64))",
+     lambda h, i, b: F.cosine_embedding_loss(h, b, _t([1., -1.]))),
+    ("F.cosine_embedding_loss(h, b * 2, torch.tensor([1., -1.], dtype=torch.float64), margin=0.5, reduction='sum')",
+     lambda h, i, b: F.cosine_embedding_loss(h, b * 2, _t([1., -1.]), margin=0.5, reduction="sum")),
+    # ConvolutionBackward0: convolution_backward(...): one ConvolutionBackwardBackward0, three outputs
+    ("F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), b[0, :1])",
+     lambda h, i, b: F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), b[0, :1])),
+    ("F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2))",
+     lambda h, i, b: F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2))),
+    ("F.conv1d(h.unsqueeze(0), b[:, :2].reshape(1, 2, 2), padding=1)",
+     lambda h, i, b: F.conv1d(h.unsqueeze(0), b[:, :2].reshape(1, 2, 2), padding=1)),
+    ("F.conv1d(h.unsqueeze(0), b.reshape(3, 2, 1) * 2, b[1])",
+     lambda h, i, b: F.conv1d(h.unsqueeze(0), b.reshape(3, 2, 1) * 2, b[1])),
+    ("F.conv1d(h.unsqueeze(1), b[:1, :2].unsqueeze(0), stride=2, padding=1)",
+     lambda h, i, b: F.conv1d(h.unsqueeze(1), b[:1, :2].unsqueeze(0), stride=2, padding=1)),
+    ("F.conv1d(h.reshape(1, 2, 3), b[:, :2].reshape(2, 1, 2), groups=2)",
+     lambda h, i, b: F.conv1d(h.reshape(1, 2, 3), b[:, :2].reshape(2, 1, 2), groups=2)),
+    ("F.conv_transpose1d(h.unsqueeze(0), b[:, :2].reshape(2, 1, 2), b[0, :1])",
+     lambda h, i, b: F.conv_transpose1d(h.unsqueeze(0), b[:, :2].reshape(2, 1, 2), b[0, :1])),
+    ("F.conv2d(h.reshape(1, 1, 2, 3), idx.double()[:, :2].reshape(1, 1, 2, 2))",
+     lambda h, i, b: F.conv2d(h.reshape(1, 1, 2, 3), i.double()[:, :2].reshape(1, 1, 2, 2))),
+    ("F.conv2d(idx.double().reshape(1, 1, 2, 3), h[:, :2].reshape(1, 1, 2, 2), dilation=(1, 1))",
+     lambda h, i, b: F.conv2d(i.double().reshape(1, 1, 2, 3), h[:, :2].reshape(1, 1, 2, 2), dilation=(1, 1))),
+]
+
+
+@pytest.mark.parametrize("forward,twin", OPS, ids=[s[0] for s in OPS])
+def test_second_order_through_the_op_against_torch(forward, twin):
+    """The first gradients' recorded graphs node for node and the grad of grad, against torch 2.13."""
+    _compare_selecting(forward, twin)
