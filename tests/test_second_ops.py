@@ -1,5 +1,6 @@
-"""Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1) and the
-convolution (ConvolutionBackwardBackward0): the graph a create_graph backward records, node for node
+"""Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
+convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
+(NativeBatchNormBackwardBackward0) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
@@ -56,6 +57,31 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
      lambda h, i, b: F.conv2d(h.reshape(1, 1, 2, 3), i.double()[:, :2].reshape(1, 1, 2, 2))),
     ("F.conv2d(idx.double().reshape(1, 1, 2, 3), h[:, :2].reshape(1, 1, 2, 2), dilation=(1, 1))",
      lambda h, i, b: F.conv2d(i.double().reshape(1, 1, 2, 3), h[:, :2].reshape(1, 1, 2, 2), dilation=(1, 1))),
+    # NativeBatchNormBackward0: native_batch_norm_backward(...): one NativeBatchNormBackwardBackward0 (training and
+    # eval; F.instance_norm runs it on views of the input)
+    ("F.batch_norm(h, None, None, training=True)", lambda h, i, b: F.batch_norm(h, None, None, training=True)),
+    ("F.batch_norm(h, None, None, b[0], b[1], training=True)",
+     lambda h, i, b: F.batch_norm(h, None, None, b[0], b[1], training=True)),
+    ("F.batch_norm(h.t(), None, None, b[0, :2], None, training=True, eps=0.5)",
+     lambda h, i, b: F.batch_norm(h.t(), None, None, b[0, :2], None, training=True, eps=0.5)),
+    ("F.batch_norm(h, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64), b[0], b[1])",
+     lambda h, i, b: F.batch_norm(h, torch.zeros(3, dtype=F64), torch.ones(3, dtype=F64), b[0], b[1])),
+    ("F.batch_norm(h, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64), b[0], b[1], "
+     "training=True)",
+     lambda h, i, b: F.batch_norm(h, torch.zeros(3, dtype=F64), torch.ones(3, dtype=F64), b[0], b[1], training=True)),
+    ("F.batch_norm(h.reshape(2, 1, 3), torch.tensor([0.5], dtype=torch.float64), torch.tensor([2.0], "
+     "dtype=torch.float64), b[0, :1], None)",
+     lambda h, i, b: F.batch_norm(h.reshape(2, 1, 3), _t([0.5]), _t([2.0]), b[0, :1], None)),
+    ("F.batch_norm(h, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64))",
+     lambda h, i, b: F.batch_norm(h, torch.zeros(3, dtype=F64), torch.ones(3, dtype=F64))),
+    ("F.instance_norm(h.unsqueeze(0))", lambda h, i, b: F.instance_norm(h.unsqueeze(0))),
+    ("F.instance_norm(h.reshape(1, 2, 3), weight=b[0, :2], bias=b[1, :2])",
+     lambda h, i, b: F.instance_norm(h.reshape(1, 2, 3), weight=b[0, :2], bias=b[1, :2])),
+    ("F.instance_norm(h.reshape(2, 1, 3), weight=b[0, :1], bias=None, eps=0.1)",
+     lambda h, i, b: F.instance_norm(h.reshape(2, 1, 3), weight=b[0, :1], bias=None, eps=0.1)),
+    # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
+    ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
+    ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),
 ]
 
 
@@ -63,3 +89,36 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
 def test_second_order_through_the_op_against_torch(forward, twin):
     """The first gradients' recorded graphs node for node and the grad of grad, against torch 2.13."""
     _compare_selecting(forward, twin)
+
+
+BIAS_NO_WEIGHT = """
+name: bias-no-weight
+dtype: float64
+inputs:
+  a: {value: [[0.5, -1, 0.25], [1, 0.5, -0.75]], requires_grad: true}
+  b: {value: [[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], requires_grad: true}
+model:
+  inputs: [a, b]
+  forward: |
+    return F.batch_norm((a * b).reshape(1, 2, 3), None, None, None, b[1, :2], training=True)
+loss: "sum(y ** 3)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [a, b], create_graph: true, as: [ga, gb]}}
+  - {backward: {root: "sum(ga ** 2) + sum(gb * a)"}}
+"""
+
+
+def test_batch_norm_with_a_bias_and_no_weight_is_refused():
+    """torch 2.13's batchnorm_double_backward raises "Expected a proper Tensor but got None" there (checked
+    here): adjoint refuses the create_graph step in one line instead of answering."""
+    import adjoint
+    from adjoint.format.errors import ProblemError
+    a = torch.tensor([[0.5, -1, 0.25], [1, 0.5, -0.75]], dtype=F64, requires_grad=True)
+    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    y = F.batch_norm((a * b).reshape(1, 2, 3), None, None, None, b[1, :2], training=True)
+    ga, gb = torch.autograd.grad((y ** 3).sum(), [a, b], create_graph=True)
+    with pytest.raises(RuntimeError, match="Expected a proper Tensor but got None"):
+        ((ga ** 2).sum() + (gb * a).sum()).backward()
+    with pytest.raises(ProblemError, match="create_graph through NativeBatchNormBackward0 with a bias and no weight"):
+        adjoint.loads(BIAS_NO_WEIGHT).solve()

@@ -1,11 +1,13 @@
 """Backward formulas recorded as ops (see adjoint.engine.second_formulas) for the nn layers whose
 backward is one ATen kernel of its own: the convolution (``convolution_backward``:
-``ConvolutionBackwardBackward0``, adjoint.engine.ops.second_conv).
+``ConvolutionBackwardBackward0``, adjoint.engine.ops.second_conv) and the batch norm
+(``native_batch_norm_backward``: ``NativeBatchNormBackwardBackward0``, adjoint.engine.ops.second_norm).
 """
 
 from __future__ import annotations
 
 from adjoint.engine.ops.second_conv import ConvBackwardSpec
+from adjoint.engine.second_formulas import NotModelled
 
 
 def _convolution(rt, node, grads, saved, need):
@@ -18,4 +20,18 @@ def _convolution(rt, node, grads, saved, need):
             outs[2] if bias and len(need) > 2 and need[2] else None]
 
 
-NN = {"convolution": _convolution}
+def _batch_norm(rt, node, grads, saved, need):
+    # NativeBatchNormBackward0: native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1,
+    # result2, training, eps, grad_input_mask): one NativeBatchNormBackwardBackward0 (edges grad_out, input, weight
+    # and the two statistics, which need no grad; the running statistics are no edge)
+    if saved.get("weight") is None and node.inputs[2] is not None:
+        # batchnorm_double_backward multiplies by the weight's gradient's gradient it never made: torch 2.13 raises
+        # "Expected a proper Tensor but got None" in the second backward; not built
+        raise NotModelled("NativeBatchNormBackward0 with a bias and no weight")
+    ins = [grads[0], saved["input"], saved.get("weight"), saved["result1"], saved["result2"],
+           saved.get("running_mean"), saved.get("running_var")]
+    outs = rt.apply("native_batch_norm_backward", ins, node.params, node.loc)
+    return [outs[0] if need[0] else None, outs[1] if need[1] else None, outs[2] if need[2] else None, None, None]
+
+
+NN = {"convolution": _convolution, "native_batch_norm": _batch_norm}
