@@ -1,6 +1,6 @@
 """Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
 convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
-(NativeBatchNormBackwardBackward0) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
+(NativeBatchNormBackwardBackward0), 2-D average and max pooling and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
@@ -79,6 +79,20 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
      lambda h, i, b: F.instance_norm(h.reshape(1, 2, 3), weight=b[0, :2], bias=b[1, :2])),
     ("F.instance_norm(h.reshape(2, 1, 3), weight=b[0, :1], bias=None, eps=0.1)",
      lambda h, i, b: F.instance_norm(h.reshape(2, 1, 3), weight=b[0, :1], bias=None, eps=0.1)),
+    # AvgPool2DBackward0 / MaxPool2DWithIndicesBackward0: their backward kernels (AvgPool2DBackwardBackward0,
+    # MaxPool2DWithIndicesBackwardBackward0); the 1-d ones run them on an unsqueezed input
+    ("F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)", lambda h, i, b: F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)),
+    ("F.avg_pool1d(h.unsqueeze(0), 2)", lambda h, i, b: F.avg_pool1d(h.unsqueeze(0), 2)),
+    ("F.avg_pool2d(h.reshape(1, 2, 3), (1, 2), padding=(0, 1), count_include_pad=False)",
+     lambda h, i, b: F.avg_pool2d(h.reshape(1, 2, 3), (1, 2), padding=(0, 1), count_include_pad=False)),
+    ("F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, ceil_mode=True, divisor_override=3)",
+     lambda h, i, b: F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, ceil_mode=True, divisor_override=3)),
+    ("F.max_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)", lambda h, i, b: F.max_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)),
+    ("F.max_pool1d(h.unsqueeze(0), 2)", lambda h, i, b: F.max_pool1d(h.unsqueeze(0), 2)),
+    ("F.max_pool2d(h.reshape(1, 2, 3), (1, 2), padding=(0, 1))",
+     lambda h, i, b: F.max_pool2d(h.reshape(1, 2, 3), (1, 2), padding=(0, 1))),
+    ("F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)",
+     lambda h, i, b: F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
     ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
     ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),

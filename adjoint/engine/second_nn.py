@@ -1,7 +1,8 @@
 """Backward formulas recorded as ops (see adjoint.engine.second_formulas) for the nn layers whose
 backward is one ATen kernel of its own: the convolution (``convolution_backward``:
 ``ConvolutionBackwardBackward0``, adjoint.engine.ops.second_conv) and the batch norm
-(``native_batch_norm_backward``: ``NativeBatchNormBackwardBackward0``, adjoint.engine.ops.second_norm).
+(``native_batch_norm_backward``: ``NativeBatchNormBackwardBackward0``, adjoint.engine.ops.second_norm), 2-D
+average and max pooling (``avg_pool2d_backward``, ``max_pool2d_with_indices_backward``: adjoint.engine.ops.second_pool).
 """
 
 from __future__ import annotations
@@ -34,4 +35,17 @@ def _batch_norm(rt, node, grads, saved, need):
     return [outs[0] if need[0] else None, outs[1] if need[1] else None, outs[2] if need[2] else None, None, None]
 
 
-NN = {"convolution": _convolution, "native_batch_norm": _batch_norm}
+def _avg_pool(rt, node, grads, saved, need):
+    # AvgPool2DBackward0: avg_pool2d_backward(grad, self, kernel_size, ...): AvgPool2DBackwardBackward0
+    return [rt.apply("avg_pool2d_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _max_pool(rt, node, grads, saved, need):
+    # MaxPool2DWithIndicesBackward0: max_pool2d_with_indices_backward(grad, self, ..., indices):
+    # MaxPool2DWithIndicesBackwardBackward0 (the indices, result1, have no edge)
+    return [rt.apply("max_pool2d_with_indices_backward", [grads[0], saved["self"], saved["result1"]], node.params,
+                     node.loc)]
+
+
+NN = {"convolution": _convolution, "native_batch_norm": _batch_norm, "avg_pool2d": _avg_pool,
+      "max_pool2d_with_indices": _max_pool}
