@@ -1,6 +1,6 @@
 """Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
 convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
-(NativeBatchNormBackwardBackward0), 2-D average and max pooling and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
+(NativeBatchNormBackwardBackward0), 2-D average and max pooling, sign (SignBackward0's zeros) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
@@ -93,6 +93,10 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
      lambda h, i, b: F.max_pool2d(h.reshape(1, 2, 3), (1, 2), padding=(0, 1))),
     ("F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)",
      lambda h, i, b: F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)),
+    # SignBackward0: zeros_like(grad), summed with the other gradient by a recorded AddBackward0
+    ("torch.sign(h) * h", lambda h, i, b: torch.sign(h) * h),
+    ("torch.sign(h - 0.1) * b + h", lambda h, i, b: torch.sign(h - 0.1) * b + h),
+    ("torch.sign(h).sum() * h", lambda h, i, b: torch.sign(h).sum() * h),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
     ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
     ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),

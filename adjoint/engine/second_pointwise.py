@@ -1,4 +1,5 @@
-"""Backward formulas recorded as ops (see adjoint.engine.second_formulas) for ``x - number``
+"""Backward formulas recorded as ops (see adjoint.engine.second_formulas) for ``sign`` (zeros),
+``x - number``
 (``SubBackward1``: C++'s ``tensor - double``, as in ``cosine_embedding_loss``), ``addcmul``,
 ``addcdiv`` and ``logsumexp``.
 
@@ -19,6 +20,13 @@ from adjoint.engine.second_formulas import NotModelled
 def _sub_scalar(rt, node, grads, saved, need):
     # SubBackward1 (``tensor - Scalar``): self: grad (no op)
     return [grads[0]]
+
+
+def _sign(rt, node, grads, saved, need):
+    # SignBackward0: zeros_like(grad), a defined gradient of zeros without graph (an input buffer that holds
+    # another gradient sums it with a recorded AddBackward0)
+    g = grads[0]
+    return [rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype)]
 
 
 def _addcmul(rt, node, grads, saved, need):
@@ -75,4 +83,4 @@ def _logsumexp(rt, node, grads, saved, need):
     return [rt.apply("mul", [g, e], None, loc)]
 
 
-POINTWISE = {"sub_scalar": _sub_scalar, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}
+POINTWISE = {"sub_scalar": _sub_scalar, "sign": _sign, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}
