@@ -26,9 +26,17 @@ from adjoint.engine.complex_grad import zeros as zeros_of
 from adjoint.engine.second_formulas import FORMULAS as _FORMULAS, NotModelled, sum_to
 from adjoint.engine.second_reductions import REDUCTIONS
 from adjoint.engine.second_layers import LAYERS
+from adjoint.engine.second_pointwise import POINTWISE
+from adjoint.engine.second_nn import NN
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN}
 
+
+
+def _plain_output_dtype(node, index: int, default: str) -> str:
+    """The dtype of a node's output without gradient (max pooling's int64 indices: Op.out_dtypes)."""
+    dtypes = node.op.out_dtypes
+    return dtypes[index] if index < len(dtypes) and dtypes[index] else default
 
 
 def grad_tensor(rt, t: Tensor) -> Tensor:
@@ -224,7 +232,8 @@ class SecondEngine(Engine):
             elif spec.what == "in":
                 out[sv.name] = node.inputs[spec.index]
             elif spec.index >= len(node.outputs):   # a non-differentiable output (log_sigmoid's buffer): no graph
-                out[sv.name] = self.rt.tensor(value.value if isinstance(value, Tensor) else value)
+                out[sv.name] = self.rt.tensor(value.value if isinstance(value, Tensor) else value,
+                                              dtype=_plain_output_dtype(node, spec.index, self.rt.dtype))
             else:
                 shape, dtype = node.outputs[spec.index]
                 out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
@@ -239,7 +248,7 @@ class SecondEngine(Engine):
         if isinstance(value, Tensor):
             value = value.value
         if spec.what != "in" and spec.index >= len(node.outputs):   # a non-differentiable output: no graph
-            return rt.tensor(value)
+            return rt.tensor(value, dtype=_plain_output_dtype(node, spec.index, rt.dtype))
         if spec.what != "in":
             dtype = node.outputs[spec.index][1]
             return rt.tensor(value, True, node, spec.index, dtype=dtype)

@@ -660,12 +660,9 @@ def _mse_loss(rt, node, grads, saved, need):
 
 
 def _view(rt, node, grads, saved, need):
-    # ViewBackward0: grad.reshape(self.sizes()) -- a view of a contiguous gradient
-    g = grads[0]
-    shape = tuple(node.inputs[0].shape)
-    if tuple(g.shape) == shape:
-        return [g]
-    return [rt.apply("view", [g], shape, node.loc)]
+    # ViewBackward0: grad.reshape(self.sizes()) -- a view of a contiguous gradient, a new ViewBackward0 even when
+    # the sizes are the gradient's own (x.view(x.shape), instance_norm's views: torch 2.13 records it)
+    return [rt.apply("view", [grads[0]], tuple(node.inputs[0].shape), node.loc)]
 
 
 def _expand(rt, node, grads, saved, need):

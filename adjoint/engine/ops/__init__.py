@@ -39,7 +39,7 @@ FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activation
             "margin_losses", "distance", "trilinear",
             "embedding_bag", "addc",
             "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp",
-            "index_write", "weight_norm")
+            "index_write", "weight_norm", "second_conv", "second_norm", "second_pool")
 
 _registry: dict[str, Op] = {}
 

@@ -1,0 +1,51 @@
+"""Backward formulas recorded as ops (see adjoint.engine.second_formulas) for the nn layers whose
+backward is one ATen kernel of its own: the convolution (``convolution_backward``:
+``ConvolutionBackwardBackward0``, adjoint.engine.ops.second_conv) and the batch norm
+(``native_batch_norm_backward``: ``NativeBatchNormBackwardBackward0``, adjoint.engine.ops.second_norm), 2-D
+average and max pooling (``avg_pool2d_backward``, ``max_pool2d_with_indices_backward``: adjoint.engine.ops.second_pool).
+"""
+
+from __future__ import annotations
+
+from adjoint.engine.ops.second_conv import ConvBackwardSpec
+from adjoint.engine.second_formulas import NotModelled
+
+
+def _convolution(rt, node, grads, saved, need):
+    # ConvolutionBackward0: convolution_backward(grad, input, weight, bias_sizes, ..., grad_input_mask): one
+    # ConvolutionBackwardBackward0 whose three outputs go to input, weight and bias
+    bias = len(node.inputs) > 2 and node.inputs[2] is not None
+    outs = rt.apply("convolution_backward", [grads[0], saved["input"], saved["weight"]],
+                    ConvBackwardSpec(node.params, bias), node.loc)
+    return [outs[0] if need[0] else None, outs[1] if len(need) > 1 and need[1] else None,
+            outs[2] if bias and len(need) > 2 and need[2] else None]
+
+
+def _batch_norm(rt, node, grads, saved, need):
+    # NativeBatchNormBackward0: native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1,
+    # result2, training, eps, grad_input_mask): one NativeBatchNormBackwardBackward0 (edges grad_out, input, weight
+    # and the two statistics, which need no grad; the running statistics are no edge)
+    if saved.get("weight") is None and node.inputs[2] is not None:
+        # batchnorm_double_backward multiplies by the weight's gradient's gradient it never made: torch 2.13 raises
+        # "Expected a proper Tensor but got None" in the second backward; not built
+        raise NotModelled("NativeBatchNormBackward0 with a bias and no weight")
+    ins = [grads[0], saved["input"], saved.get("weight"), saved["result1"], saved["result2"],
+           saved.get("running_mean"), saved.get("running_var")]
+    outs = rt.apply("native_batch_norm_backward", ins, node.params, node.loc)
+    return [outs[0] if need[0] else None, outs[1] if need[1] else None, outs[2] if need[2] else None, None, None]
+
+
+def _avg_pool(rt, node, grads, saved, need):
+    # AvgPool2DBackward0: avg_pool2d_backward(grad, self, kernel_size, ...): AvgPool2DBackwardBackward0
+    return [rt.apply("avg_pool2d_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _max_pool(rt, node, grads, saved, need):
+    # MaxPool2DWithIndicesBackward0: max_pool2d_with_indices_backward(grad, self, ..., indices):
+    # MaxPool2DWithIndicesBackwardBackward0 (the indices, result1, have no edge)
+    return [rt.apply("max_pool2d_with_indices_backward", [grads[0], saved["self"], saved["result1"]], node.params,
+                     node.loc)]
+
+
+NN = {"convolution": _convolution, "native_batch_norm": _batch_norm, "avg_pool2d": _avg_pool,
+      "max_pool2d_with_indices": _max_pool}
