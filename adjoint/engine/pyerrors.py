@@ -287,10 +287,45 @@ def tuple_index() -> TorchError:
 #: one-tensor functions whose bare name is ``torch.nn.functional``'s Python function, which calls
 #: the method on its argument (``F.tanh(input)`` is ``input.tanh()``): None has no such attribute
 _FUNCTIONAL_METHOD_CALLS = frozenset({"tanh", "sigmoid"})
-#: one-tensor functions of ``torch`` (C++ bindings, one schema ``f(Tensor input)``) whose argument
-#: parser words a None argument as ``f(): argument 'input' (position 1) must be Tensor, not NoneType``
-_UNARY_TORCH = frozenset({"tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "neg", "rsqrt", "log1p", "expm1", "atan",
-                          "erf", "sinh", "cosh", "tan", "log2", "log10", "relu"})
+
+_BOTH = ("", "torch.")
+_ALL = ("", "torch.", "F.")
+_BARE_F = ("", "F.")
+_TORCH = ("torch.",)
+#: functions called with one positional argument that is no tensor, and the prefixes (``F.``
+#: standing for every functional spelling) whose callable -- resolved as the torch side resolves
+#: it, ``adjoint.torchside.callables`` -- refuses it with its argument parser's words
+#: ``f(): argument 'input' (position 1) must be Tensor, not NoneType`` (``int``, ``float``,
+#: ``bool``): a C++ binding with that one schema, or a functional that hands its input straight
+#: to one (``F.silu``). A call with more arguments gets the parser's "invalid combination of
+#: arguments" listing every signature, not modelled. Probed in torch 2.13 over every function
+#: of the expression language whose first parameter is a tensor; tests/test_pyerrors_calls.py
+#: compares each entry, and checks that no such function is left out.
+_UNARY_TORCH: dict[str, tuple] = {
+    **{name: _BOTH for name in (
+        "abs", "amax", "amin", "angle", "arctan2", "argmax", "argmin", "atan", "atan2", "bitwise_not", "chunk",
+        "clone", "conj", "cos", "cosh", "cumprod", "cumsum", "detach", "diagonal", "diff", "erf", "exp", "expm1",
+        "flatten", "flip", "full_like", "gather", "heaviside", "hypot", "imag", "index_add", "index_copy",
+        "index_put", "index_select", "isfinite", "isnan", "kthvalue", "log", "log10", "log1p", "log2",
+        "logcumsumexp", "logical_not", "logsumexp", "masked_scatter", "masked_select", "matmul", "max", "maximum",
+        "mean", "median", "min", "minimum", "nan_to_num", "nanmean", "nansum", "neg", "numel", "ones_like",
+        "permute", "prod", "ravel", "real", "reciprocal", "reshape", "roll", "rsqrt", "scatter_add",
+        "scatter_reduce", "select", "sgn", "sign", "sin", "sinh", "sort", "sqrt", "square", "squeeze", "sum",
+        "swapaxes", "swapdims", "t", "take_along_dim", "tan", "tile", "topk", "trace", "transpose", "tril", "triu",
+        "unbind", "unflatten", "unsqueeze", "view_as_complex", "view_as_real", "zeros_like")},
+    **{name: _ALL for name in (
+        "adaptive_avg_pool1d", "avg_pool1d", "celu", "celu_", "conv_transpose1d", "conv_transpose2d", "dropout",
+        "hardshrink", "pixel_shuffle", "pixel_unshuffle", "prelu", "relu", "relu_", "selu", "selu_",
+        "threshold_")},
+    **{name: _BARE_F for name in (
+        "avg_pool2d", "avg_pool3d", "elu", "elu_", "gelu", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
+        "leaky_relu", "leaky_relu_", "linear", "mish", "one_hot", "relu6", "silu", "softplus", "softshrink")},
+    **{name: _TORCH for name in (
+        "adaptive_max_pool1d", "batch_norm", "binary_cross_entropy_with_logits", "group_norm",
+        "hinge_embedding_loss", "instance_norm", "kl_div", "layer_norm", "log_softmax", "max_pool1d", "max_pool2d",
+        "max_pool3d", "poisson_nll_loss", "rms_norm", "sigmoid", "softmax", "tanh", "threshold")},
+}
+_FUNCTIONAL = ("F.", "nn.functional.", "torch.nn.functional.")
 
 
 def unary_function_none(name: str, prefix: str, nargs: int, nkwargs: int) -> TorchError | None:
@@ -302,14 +337,16 @@ def unary_function_none(name: str, prefix: str, nargs: int, nkwargs: int) -> Tor
 def unary_function_not_tensor(name: str, prefix: str, nargs: int, nkwargs: int, type_: str) -> TorchError | None:
     """PyTorch's error for ``NAME(v)`` where ``v`` is no tensor but a ``type_`` (``NoneType``,
     ``int``, ``float``, ``bool``), or None when it is not one of the cases modelled: one
-    positional argument, no keywords, a function of :data:`_UNARY_TORCH` called bare or as
-    ``torch.NAME`` (the argument parser's TypeError; ``F.tanh``: the method call, whose
-    AttributeError names the type). Checked against torch 2.13 in tests/test_pyerrors_calls.py."""
-    if nargs != 1 or nkwargs or name not in _UNARY_TORCH:
+    positional argument, no keywords, a function and prefix of :data:`_UNARY_TORCH` (the
+    argument parser's TypeError), or ``tanh`` / ``sigmoid`` called bare or as ``F.``: the
+    functional's method call, whose AttributeError names the type. Checked against torch 2.13 in
+    tests/test_pyerrors_calls.py."""
+    if nargs != 1 or nkwargs:
         return None
-    if prefix in ("", "F.", "nn.functional.", "torch.nn.functional.") and name in _FUNCTIONAL_METHOD_CALLS:
+    if prefix in ("",) + _FUNCTIONAL and name in _FUNCTIONAL_METHOD_CALLS:
         return TorchError("AttributeError", f"'{type_}' object has no attribute '{name}'", "python")
-    if prefix in ("", "torch."):
+    spelled = "F." if prefix in _FUNCTIONAL else prefix
+    if spelled in _UNARY_TORCH.get(name, ()):
         return TorchError("TypeError", f"{name}(): argument 'input' (position 1) must be Tensor, not {type_}", "python")
     return None
 
