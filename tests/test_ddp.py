@@ -261,13 +261,27 @@ def test_reentrant_backwards_under_ddp():
         assert "\nParameter at index 0 with name b.weight has been marked as ready twice." in rank["error"]["message"]
 
 
-def test_the_last_bucket_completed_in_a_reentrant_backward_is_refused(tmp_path):
+def test_the_last_bucket_completed_in_a_reentrant_backward_finalizes_when_it_ends(tmp_path):
     """checkpoint(use_reentrant=True) around the parameters that get their gradients last: PyTorch's
-    finalize_backward runs when the inner backward ends (queued on the current graph task), which
-    the lockstep ranks cannot do; refused with one located line, never the averaged-at-the-end answer."""
-    with pytest.raises(ProblemError, match=r"f\.yaml:\d+:\d+: under DistributedDataParallel the last bucket is "
-                                           "completed inside a reentrant backward"):
-        adjoint.load(_write(tmp_path, REENTRANT)).solve()
+    finalize_backward runs when the inner backward ends (queued on the current graph task). It was
+    refused; now predicted (tests/ddp/reentrant_last_bucket.yaml and reentrant_static.yaml are compared
+    with gloo in the batch test) while the rest of the outer backward neither reads a parameter's .grad
+    nor runs a parameter's AccumulateGrad: those would see the mean in the middle of the backward,
+    still refused with one located line."""
+    ranks = _ranks(_write(tmp_path, REENTRANT))
+    # hand-derived: y = b(a(x)); rank 0 x = (1, 2): a(x) = (3.5, 0), y = 4, dL/dy = 8;
+    # rank 1 x = (2, -1): a(x) = (1, 2.5), y = 6.5, dL/dy = 13: b.bias's mean 10.5 on both ranks
+    assert [r["grads"]["b.bias"]["value"] for r in ranks] == [[10.5], [10.5]]
+    assert [r["grads"]["a.bias"]["value"] for r in ranks] == [[10.5, 21.0], [10.5, 21.0]]
+    # x is no parameter: its own gradient, dL/dy * b.weight @ a.weight, per rank
+    assert [r["grads"]["x"]["value"] for r in ranks] == [[[20.0, 0.0]], [[32.5, 0.0]]]
+    for hook in ('{tensor: x, kind: hook, returns: "grad + b.weight.grad.sum()"}',
+                 '{tensor: x, kind: hook, does: "a.bias.grad.mul_(2)"}'):
+        text = REENTRANT + f"hooks: [{hook}]\n"
+        with pytest.raises(ProblemError, match=r"f\.yaml:\d+:\d+: under DistributedDataParallel the last bucket "
+                                               r"was completed inside a reentrant backward .* a hook read a "
+                                               r"parameter's \.grad in the outer backward"):
+            adjoint.load(_write(tmp_path, text)).solve()
 
 
 def test_create_graph_with_an_armed_reducer_is_refused(tmp_path):

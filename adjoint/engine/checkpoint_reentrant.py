@@ -144,6 +144,9 @@ def checkpoint_backward(engine, node: Node, grads: list, backward) -> list:
     rt.reentrant += 1
     try:
         backward(root, g, slot)
+        end = getattr(rt, "reentrant_end", None)   # DDP's Reducer: the callbacks this graph task queued
+        if end is not None:
+            end(rt.reentrant)
     finally:
         rt.reentrant -= 1
         rt.phase = "backward"

@@ -184,9 +184,12 @@ class Reducer:
         # gradient_as_bucket_view: parameter index -> the tensor (GradObj) of its bucket view, which the Reducer
         # made its .grad; a hook assigning .grad another tensor after that is finalize_backward's REDUCER_CHECK
         self.view_objs: dict[int, GradObj] = {}
+        # the last bucket completed inside a reentrant backward: the depth whose end runs finalize_backward
+        # (queue_callback on that inner graph task), then True once it ended (until the collectives run)
+        self.early_finalize: int | bool | None = None
         run.ddp = self
-        if self.view:
-            run.rt.grad_read_guard = self.read_guard
+        run.rt.grad_read_guard = self.read_guard
+        run.rt.reentrant_end = self.reentrant_end
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
@@ -316,6 +319,8 @@ class Reducer:
     # ------------------------------------------------------------ backward
     def autograd_hook(self, index: int) -> None:
         name, t = self.params[index]
+        if self.early_finalize is True:
+            raise ProblemError(self.spec.loc, EARLY_FINALIZE_THEN.format(what=f"parameter {name}'s AccumulateGrad ran"))
         if not self.first_hook_called:
             self.first_hook_called = True
             self.bwd_calls += 1
@@ -376,7 +381,12 @@ class Reducer:
         is launched to the Reducer's own all-reduce or a built-in comm hook, .grad is a view of a
         buffer that collective writes in place from another thread (the allreduce hook divides it
         first): what the hook reads is a race. A written comm hook's all_reduce works on a copy and
-        ends before the backward goes on."""
+        ends before the backward goes on. After a finalize_backward run at the end of a reentrant
+        backward, .grad holds the other ranks' mean in the middle of this rank's backward."""
+        if self.early_finalize is True and any(t is leaf for _, t in self.params):
+            raise ProblemError(loc, EARLY_FINALIZE_THEN.format(what="a hook read a parameter's .grad"))
+        if not self.view:
+            return
         hook = self.spec.comm_hook
         if not self.expect_hooks or (hook is not None and hook.builtin is None):
             return
@@ -426,9 +436,16 @@ class Reducer:
             self.launch(self.next_bucket, node)
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
-            if self.run.rt.reentrant:
-                raise ProblemError(self.spec.loc, REENTRANT_FINALIZE)
+            if self.run.rt.reentrant:   # queue_callback on the inner graph task: finalize when it ends
+                self.early_finalize = self.run.rt.reentrant
             self.finalize_queued = True
+
+    def reentrant_end(self, depth: int) -> None:
+        """The reentrant backward at ``depth`` completed: the finalize_backward its graph task queued
+        runs now (the collectives are done with the other ranks when the outer backward ends: nothing
+        of this rank in between may read or write what it changes, else refused)."""
+        if self.early_finalize == depth and self.early_finalize is not True:
+            self.early_finalize = True
 
     def delay_all_reduce(self) -> None:
         """Reducer::delay_all_reduce, at the end of a static graph's first backward: every
@@ -552,13 +569,13 @@ MARKED_TWICE = ("Expected to mark a variable ready only once. This error is caus
 
 #: mark_variable_ready queues finalize_backward with queue_callback on the CURRENT graph task: when the last
 #: bucket completes inside a reentrant backward, .grad is averaged when that inner backward ends, and the
-#: outer backward runs on with a disarmed Reducer (the ranks would have to meet in the middle of it)
-REENTRANT_FINALIZE = ("under DistributedDataParallel the last bucket is completed inside a reentrant backward "
-                      "(checkpoint(..., use_reentrant=True), or a hook body's backward(...)): PyTorch runs "
-                      "finalize_backward when that inner backward ends, averaging .grad before the outer backward "
-                      "goes on, and ignores the parameters that become ready after it; not modelled yet (use "
-                      "use_reentrant=False, or checkpoint a region whose parameters are not the last to get "
-                      "gradients)")
+#: outer backward runs on with a disarmed Reducer. Modelled while the rest of the outer backward neither
+#: reads a parameter's .grad nor runs a parameter's AccumulateGrad, nor raises (each would see the mean)
+EARLY_FINALIZE_THEN = ("under DistributedDataParallel the last bucket was completed inside a reentrant backward "
+                       "(checkpoint(..., use_reentrant=True), or a hook body's backward(...)), so PyTorch ran "
+                       "finalize_backward when that inner backward ended, averaging .grad, and then {what} in the "
+                       "outer backward: not modelled yet (use use_reentrant=False, or checkpoint a region whose "
+                       "parameters are not the last to get gradients)")
 
 #: Reducer::finalize_backward's first line, ``TORCH_INTERNAL_ASSERT(expect_autograd_hooks_)``, as the
 #: torch 2.13.0 CPU wheel words it (its build path and line): a static graph's first iteration run
@@ -692,6 +709,8 @@ def finalize(reducers: list[Reducer]) -> None:
                 if globally_used:
                     t.grad = view
                 offset += n
+    if failed and any(r.early_finalize is not None for r in reducers):
+        raise ProblemError(first.spec.loc, EARLY_FINALIZE_THEN.format(what="it raised"))
     if failed:
         if len(failed) != len(reducers):
             raise ProblemError(first.spec.loc, "a .grad that is not the bucket view under gradient_as_bucket_view "
@@ -699,6 +718,7 @@ def finalize(reducers: list[Reducer]) -> None:
                                                "them in the next collective) is not modelled yet")
         raise next(iter(failed.values()))
     for r in reducers:
+        r.early_finalize = None
         if r.finalize_queued:
             r.expect_hooks = False
             r.finalize_queued = False
@@ -917,6 +937,8 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
         live = [i for i in live if runs[i].error is None]
         if step.kind == "backward" and not errors and not died:
             errors = _end_backward(runs, reducers, step)
+        if errors and any(reducers[i].early_finalize is not None for i in ran):
+            raise ProblemError(step.loc, EARLY_FINALIZE_THEN.format(what="the backward raised"))
         if errors and len(errors) == len(runs):     # every rank: each rank's error
             for run, exc in errors:
                 run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
@@ -1105,6 +1127,9 @@ def _end_backward(runs: list, reducers: list, step) -> list:
         if errors:   # every rank (each ran the same first iteration inside no_sync)
             return errors
     queued = [r.finalize_queued for r in reducers]
+    if len({r.early_finalize for r in reducers}) > 1:
+        raise ProblemError(step.loc, "the ranks differ in whether their last bucket completed inside a reentrant "
+                                     "backward (finalize_backward at its end on some ranks only): not modelled")
     locals_ = [{name: t.grad for name, t in r.params} for r in reducers]
     if any(queued):
         if not all(queued) or len({len(r.launched) for r in reducers}) != 1:

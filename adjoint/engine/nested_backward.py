@@ -60,6 +60,9 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
         rt.warn_phase = phase
     try:
         rt.backward_runner(root, gradient, bool(retain))
+        end = getattr(rt, "reentrant_end", None)   # DDP's Reducer: the callbacks this graph task queued
+        if inside and end is not None:
+            end(rt.reentrant)
     finally:
         if inside:
             rt.reentrant -= 1

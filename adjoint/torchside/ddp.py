@@ -209,7 +209,9 @@ def _logged_hook(s: Session, hook, world_size: int):
     """The comm hook registered: the file's hook, each call logged. A built-in hook's wrapper
     carries its name and signature (functools.wraps), so register_comm_hook's _check_comm_hook
     judges it as it judges the hook itself (it refuses bf16_compress_hook by name on a CPU build)."""
-    names = {id(t): name for name, t in s.params.items()}
+    names: dict = {}    # a tied parameter by its first name, as named_parameters() (and DDP's Reducer) list it
+    for name, t in s.params.items():
+        names.setdefault(id(t), name)
     builtin = (powerSGD_hook.powerSGD_hook if hook.builtin == "powerSGD"
                else BUILTIN_HOOKS[hook.builtin] if hook.builtin is not None else None)
 
