@@ -1332,6 +1332,36 @@ def test_a_pruned_weight_is_refused_with_the_way_to_remove_it(tmp_path):
         assert "holds weight_orig, weight_mask" in str(err.value) and "prune.remove" in str(err.value)
 
 
+@pytest.mark.parametrize("wrap, says", [
+    ("parametrizations.weight_norm(nn.Linear(2, 2))", "has a parametrization (torch.nn.utils.parametrize) on "
+                                                       "weight (_WeightNorm)"),
+    ("parametrizations.spectral_norm(nn.Linear(2, 2))", "on weight (_SpectralNorm)"),
+    ("weight_norm(nn.Linear(2, 2))", "holds weight_g, weight_v"),
+])
+def test_a_weight_norm_layer_is_refused_at_the_line_calling_it(tmp_path, wrap, says):
+    """A weight_norm / spectral_norm layer: the parametrized one was refused as 'torch.nn.ParametrizedLinear,
+    which adjoint does not model' (no word of the parametrization or how to remove it), the old hook-based one
+    with no line of the user's code. Both now point at the forward's call and say how to make it plain."""
+    import warnings
+    from torch.nn.utils import parametrize
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\nfrom torch.nn.utils import parametrizations, weight_norm\n\n\n"
+                    "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    f"        self.fc = {wrap}\n\n    def forward(self, x):\n"
+                    "        return torch.relu(self.fc(x))\n\n\ndef make():\n    return M()\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ns: dict = {}
+        exec(compile(path.read_text(), str(path), "exec"), ns)    # the test's own torch: what PyTorch makes of it
+        m = ns["make"]()
+        assert parametrize.is_parametrized(m.fc) or hasattr(m.fc, "weight_g")
+        with pytest.raises(ProblemError) as err:
+            _import(str(path), "make", specs=("x=1x2",))
+    text = str(err.value)
+    assert text.startswith(f"{path}:12: 'fc' (Linear) ") and says in text and "adjoint does not model" in text, text
+    assert ("remove_weight_norm" if "weight_g" in says else "remove_parametrizations(module, 'weight')") in text, text
+
+
 def test_a_forward_writing_a_parameter_in_place_imports_its_start_value(tmp_path):
     """self.gain.detach().mul_(0.5) in the forward: import's own run of the module used to leave
     the parameter halved, so the file held the halved value (and verify --origin, loading the

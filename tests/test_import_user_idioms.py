@@ -140,3 +140,110 @@ def test_the_answer_is_the_users_module(imported):
     x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
     bare_loss = bare(x).sum()
     assert abs(bare_loss.item() - loss.item()) > 1e-3
+
+
+SCALED = '''
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qk = nn.Linear(2, 4)
+
+    def forward(self, x):
+        B, N, D = x.shape
+        q, k = self.qk(x).chunk(2, dim=-1)
+        att = (q @ k.transpose(-2, -1)) * (D // 1) ** -0.5
+        return att.softmax(dim=-1)
+
+
+def make():
+    torch.manual_seed(0)
+    return Scaled()
+'''
+
+
+def test_a_size_to_a_half_power_is_the_float_python_computes(tmp_path):
+    """An attention's scale computed from a size in the forward (``(D // h) ** -0.5``): fx wrote
+    ``getitem_2 // 1) ** -0.5``, and the import refused its own file ('the number 2 ** -1/2 is not
+    an exact rational'). The forward is now recorded from its call, the scale the float Python
+    computed (2 ** -0.5 == 0.7071067811865476), and verify --origin passes against the module."""
+    from conftest import import_and_verify
+    models = tmp_path / "scaled.py"
+    models.write_text(SCALED)
+    text = import_and_verify(f"{models}:make", ["x=1x2x2"], "sum(y)", str(tmp_path / "scaled.yaml"), origin=True)
+    assert f".mul({2 ** -0.5!r})" in text, text
+    assert "a size raised to the power -0.5" in text, text
+    # what torch computes with that constant is the user's module's answer
+    import adjoint
+    problem = adjoint.load(str(tmp_path / "scaled.yaml"))
+    js = predict(problem, None, "float64").variants[0].to_json()
+    loss, grads = users_module_run(problem, str(models), "make")
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+
+
+PACKED = '''
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+
+class Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(5, 2)
+        self.rnn = nn.GRU(2, 2, batch_first=True)
+        self.fc = nn.Linear(2, 1)
+        self.register_buffer("lengths", torch.tensor([2, 1]))
+
+    def forward(self, ids):
+        packed = pack_padded_sequence(self.emb(ids), self.lengths, batch_first=True)
+        _, h = self.rnn(packed)
+        return self.fc(h[-1])
+
+
+class PackedLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(2, 2, batch_first=True)
+        self.fc = nn.Linear(2, 1)
+
+    def forward(self, x):
+        p = nn.utils.rnn.pack_padded_sequence(x, [2, 1], batch_first=True)
+        out, (h, c) = self.rnn(p)
+        o, lens = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        return self.fc(o).sum(dim=1)
+
+
+def make():
+    torch.manual_seed(0)
+    return Packed()
+
+
+def make_lstm():
+    torch.manual_seed(0)
+    return PackedLSTM()
+'''
+
+
+@pytest.mark.parametrize("factory, specs, call", [
+    ("make", ["ids=2x2:int64:0-5"], "rnn(nn.utils.rnn.pack_padded_sequence(emb(ids), lengths, batch_first=True))"),
+    ("make_lstm", ["x=2x2x2"], "nn.utils.rnn.pad_packed_sequence(getitem, batch_first=True)[0]"),
+])
+def test_a_packed_sequence_forward_is_imported(tmp_path, factory, specs, call):
+    """A text model packing its padded batch (pack_padded_sequence, imported by name or called as
+    nn.utils.rnn.X) was refused: fx traced into pack_padded_sequence and failed on its lengths
+    ('__cuda_array_interface__ must be a dict'), and the recorded fallback could not rebuild the
+    PackedSequence. The format has these functions: each is now one call, and verify --origin
+    passes against the module (graph node for node, loss, every .grad)."""
+    from conftest import import_and_verify
+    models = tmp_path / "packed.py"
+    models.write_text(PACKED)
+    text = import_and_verify(f"{models}:{factory}", specs, "sum(y)", str(tmp_path / f"{factory}.yaml"), origin=True)
+    assert call in text, text
+    assert "RECORDED" not in text, text

@@ -19,7 +19,6 @@ from adjoint.torchside.importer.emit import Flow, flow_map
 from adjoint.torchside.importer.numbers import nested
 from adjoint.format import weight_norm
 from adjoint.torchside.importer.refuse import refuse
-from adjoint.torchside.importer.where import of_module
 
 
 def type_name(module: nn.Module) -> str | None:
@@ -245,10 +244,30 @@ def drops_at_random(m: nn.Module, tname: str) -> str | None:
     return None
 
 
-def check_reparametrized(m: nn.Module, tname: str, path: str) -> None:
+def check_parametrized(m: nn.Module, path: str, at: str | None) -> None:
+    """A module with a ``torch.nn.utils.parametrize`` parametrization
+    (``parametrizations.weight_norm``, ``spectral_norm``, ``orthogonal``, ``register_parametrization``):
+    PyTorch swaps its class for ``Parametrized<Class>`` and recomputes the tensor from
+    ``parametrizations.NAME.original*`` at each access. Refused at the line that calls it, naming
+    the parametrization and the way back to a plain parameter."""
+    from torch.nn.utils import parametrize
+    if not parametrize.is_parametrized(m):
+        return
+    base = type(m).__bases__[0].__name__
+    names = list(m.parametrizations.keys())
+    which = ", ".join(f"{name} ({'+'.join(type(f).__name__ for f in fns)})"
+                      for name, fns in m.parametrizations.items())
+    raise refuse(at, f"'{path or 'model'}' ({base}) has a parametrization (torch.nn.utils.parametrize) on "
+                     f"{which}: PyTorch recomputes that tensor from parametrizations.*.original at each "
+                     "access, which adjoint does not model", "make it a plain parameter before importing "
+                     f"(torch.nn.utils.parametrize.remove_parametrizations(module, {names[0]!r}) keeps its "
+                     "current value)")
+
+
+def check_reparametrized(m: nn.Module, tname: str, path: str, at: str | None) -> None:
     """A built-in whose weight torch.nn.utils.prune or weight_norm (or a parametrization) computes
-    from other tensors (weight_orig and weight_mask, weight_g and weight_v): refused, with the way
-    to make it a plain parameter again."""
+    from other tensors (weight_orig and weight_mask, weight_g and weight_v): refused at ``at`` (the
+    line that calls it, else the factory), with the way to make it a plain parameter again."""
     spec = nn_types.TYPES[tname]
     known = {p.name for p in spec.params(_resolved_args(m, tname))} if spec.has_params else set()
     inner = next((n for n, sub in m.named_modules() if n and parametrize_is(sub)), None)
@@ -263,7 +282,7 @@ def check_reparametrized(m: nn.Module, tname: str, path: str) -> None:
     if hasattr(m, "parametrizations"):
         extra.append("parametrizations")
     if extra:
-        raise refuse(of_module(m), f"'{path or 'model'}' ({tname}) holds {', '.join(extra)}: its weight is computed "
+        raise refuse(at, f"'{path or 'model'}' ({tname}) holds {', '.join(extra)}: its weight is computed "
                                    "from them (torch.nn.utils.prune, weight_norm or a parametrization), which "
                                    "adjoint does not model", "make it a plain parameter before importing "
                                                              "(prune.remove(module, 'weight'), remove_weight_norm, or "

@@ -19,11 +19,18 @@ program is then the path that example took.
 
 from __future__ import annotations
 
+import torch.nn.utils.rnn as rnn_utils
 import torch.utils.checkpoint as ckpt
 from torch import fx, nn
 
 #: PyTorch's own function (the target of a checkpoint node)
 CHECKPOINT = ckpt.checkpoint
+#: ``torch.nn.utils.rnn``'s functions the format has (``nn.utils.rnn.NAME``): leaves, one
+#: ``call_function`` node each, as fx cannot trace into them (``pack_padded_sequence`` turns its
+#: lengths into a list of ints); the program writes them with their prefix
+PACKING = tuple(getattr(rnn_utils, name) for name in ("pack_padded_sequence", "pad_packed_sequence",
+                                                      "pad_sequence", "pack_sequence", "unpad_sequence",
+                                                      "unpack_sequence"))
 #: the keywords the format writes (contract: use_reentrant, early_stop, preserve_rng_state)
 CHECKPOINT_KEYWORDS = ("use_reentrant", "early_stop", "preserve_rng_state")
 
@@ -83,22 +90,30 @@ class ChildTracer(fx.Tracer):
         def leaf(function, *args, **kwargs):
             return self.checkpoint_call(function, args, kwargs)
 
+        def packing(function):
+            def call(*args, **kwargs):
+                return self.create_proxy("call_function", function, args, kwargs)
+            return call
+
         forward = getattr(type(root), "forward", None)
-        spaces = [vars(ckpt)]
+        spaces = [vars(ckpt), vars(rnn_utils)]
         globs = getattr(forward, "__globals__", None)
-        if globs is not None and globs is not vars(ckpt):
+        if globs is not None and all(globs is not space for space in spaces):
             spaces.append(globs)
         saved = []
         for space in spaces:
             for name, value in list(space.items()):
                 if value is CHECKPOINT:
-                    saved.append((space, name))
+                    saved.append((space, name, value))
                     space[name] = leaf
+                elif any(value is f for f in PACKING):
+                    saved.append((space, name, value))
+                    space[name] = packing(value)
         try:
             return super().trace(root, concrete_args)
         finally:
-            for space, name in saved:
-                space[name] = CHECKPOINT
+            for space, name, value in saved:
+                space[name] = value
 
 
 def _slice_items(tracer: fx.Tracer, m: nn.Module) -> list | None:

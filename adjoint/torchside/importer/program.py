@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from adjoint.engine.bindings import FUNCTIONS, METHODS
+from adjoint.torchside.importer.fxtrace import PACKING
 from adjoint.torchside.importer.numbers import python_constant
 from adjoint.torchside.importer.refuse import refuse
 from adjoint.torchside.importer.where import frame_of, of_stack_trace
@@ -474,6 +475,8 @@ def _namespace(target) -> str | None:
         return "F."
     if getattr(torch, name, None) is target:
         return "torch."
+    if any(target is f for f in PACKING):
+        return "nn.utils.rnn."
     return None
 
 

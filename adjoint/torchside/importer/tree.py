@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import operator
 
 import torch
-from torch import nn
+from torch import fx, nn
 
 from adjoint.torchside.importer import builtins
 from adjoint.torchside.importer.emit import Block, Flow, flow_map
@@ -60,6 +61,7 @@ class TreeWriter:
 
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
+        builtins.check_parametrized(m, path, self.sites.get(path) or self.factory_at)
         tname = builtins.type_name(m)
         container = _container(m)
         kind = container.__name__ if container is not None else type(m).__name__
@@ -131,7 +133,7 @@ class TreeWriter:
         return f"{path}.{name}" if path else name
 
     def builtin_values(self, m: nn.Module, tname: str, path: str, out: dict) -> None:
-        builtins.check_reparametrized(m, tname, path)
+        builtins.check_reparametrized(m, tname, path, self.sites.get(path) or self.factory_at)
         dropped = builtins.drops_at_random(m, tname)
         if dropped is not None:
             raise refuse(self.sites.get(path) or self.factory_at,
@@ -179,6 +181,11 @@ class TreeWriter:
             for node in graph.nodes:   # fx names a concrete argument's placeholder NAME_1: the forward's own name
                 if node.op == "placeholder" and str(node.target).endswith("_1") and str(node.target)[:-2] in absent:
                     node.target = str(node.target)[:-2]
+            power = _size_power(graph)
+            example = self.examples.get(self.first_path(path))
+            if power is not None and example is not None:
+                graph = record(m, *example)
+                self.recorded.append(f"'{path or 'model'}' ({type(m).__name__}): {power}")
         return write_forward(m, path, graph, self.files, self.sites)
 
 
@@ -224,6 +231,40 @@ class TreeWriter:
                                 "by hand (buffers and parameters may be written in place in a forward)") from None
         raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' ({type(m).__name__}): "
                             f"{first[:200]}", "write its forward without data-dependent Python control flow") from None
+
+
+def _number(node, seen=None) -> bool:
+    """Whether an fx node is a Python number (or a tuple of them) computed from sizes alone:
+    ``x.shape``, ``x.size()``, their items, and Python's arithmetic on those and on constants."""
+    if not isinstance(node, fx.Node):
+        return isinstance(node, (int, float)) and not isinstance(node, bool)
+    if node.op == "call_method" and node.target in ("size", "dim", "numel"):
+        return True
+    if node.op != "call_function":
+        return False
+    if node.target is getattr:
+        return len(node.args) == 2 and node.args[1] in ("shape", "ndim")
+    if node.target is operator.getitem:
+        return _number(node.args[0])
+    if node.target in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+                       operator.pow, operator.neg, operator.mod):
+        return all(_number(a) for a in node.args)
+    return False
+
+
+def _size_power(graph: fx.Graph) -> str | None:
+    """What makes fx's graph unfit to write: a Python number computed from sizes raised to a power
+    that is not an integer (``(D // h) ** -0.5``, an attention's scale). Python computes it as a
+    float (``2 ** -0.5`` is 0.7071067811865476); the format's numbers are exact, and such a power
+    is no rational, so the file could not be answered. A recorded call holds the float Python
+    computed instead (as ``1 / math.sqrt(d)``, which fx cannot trace, is recorded)."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is operator.pow and _number(node):
+            exponent = node.args[1]
+            if not (isinstance(exponent, int) or (isinstance(exponent, float) and exponent.is_integer())):
+                return (f"a size raised to the power {exponent!r} ({node.name}): Python computes it as a float, "
+                        "written as that call's constant")
+    return None
 
 
 class EagerWrite(Exception):
