@@ -427,7 +427,8 @@ class Interp:
                 self.check_tensor_args(e, args)
                 return call_function(self.rt, e.func, args, kwargs, e.loc, prefix=e.prefix,
                                      types=_arg_types(e, args, kwargs, self.number_types))
-            if self.is_child(e.func) and getattr(self.scope.find_child(e.func), "type", None) is not None:
+            find = getattr(self.scope, "find_child", None)   # a forward's scope (the loss's keeps its numbers as they are)
+            if find is not None and self.is_child(e.func) and getattr(find(e.func), "type", None) is not None:
                 # a built-in layer's number input is the Python float the call wrote (2.0): its forward hands
                 # it to a functional that tells a float from an int (F.gaussian_nll_loss's var)
                 args = [self.python_float(v, a) for v, a in zip(args, e.args)]
