@@ -52,31 +52,28 @@ def parametrize_is(module: nn.Module) -> bool:
     return parametrize.is_parametrized(module)
 
 
-def weight_norm_dim(m: nn.Module, tname: str, path: str) -> int | None:
+def weight_norm_dim(m: nn.Module, tname: str, path: str, at: str | None) -> int | None:
     """The ``dim`` of ``torch.nn.utils.parametrizations.weight_norm`` on ``m``'s weight (the file's
     ``weight_norm: {dim: D}``), None when ``m`` has no parametrization; any other parametrization,
-    or a weight_norm adjoint does not model, is refused."""
+    or a weight_norm adjoint does not model, is refused at ``at`` (the line that calls it, else the
+    factory)."""
     from torch.nn.utils import parametrize
     from torch.nn.utils.parametrizations import _WeightNorm
     if not parametrize.is_parametrized(m):
         return None
-    where = f"'{path or 'model'}' ({type(m).__name__})"
+    where = f"'{path or 'model'}' ({tname})"
     plist = m.parametrizations["weight"] if list(m.parametrizations.keys()) == ["weight"] else None
     if plist is None or len(plist) != 1 or type(plist[0]) is not _WeightNorm:
-        names = ", ".join(f"{k}: {'/'.join(type(p).__name__ for p in v)}" for k, v in m.parametrizations.items())
-        raise refuse(of_module(m), f"{where} has the parametrizations {names}; adjoint models only "
-                                   "torch.nn.utils.parametrizations.weight_norm of the weight (spectral_norm, "
-                                   "orthogonal and custom parametrizations are not modelled yet)",
-                     "remove them before importing (parametrize.remove_parametrizations)")
+        raise _parametrization_refused(m, tname, path, at)
     dim = plist[0].dim   # None was kept as -1
     if -plist.original1.dim() <= dim < -1:
-        raise refuse(of_module(m), f"{where} has weight_norm with dim {dim}, a negative dim, which adjoint does not "
+        raise refuse(at, f"{where} has weight_norm with dim {dim}, a negative dim, which adjoint does not "
                                    "model yet (PyTorch transposes with the negative dim itself)",
                      f"give it as {dim + plist.original1.dim()}")
     hooked = [n for n, sub in m.parametrizations.named_modules()
               if sub._forward_hooks or sub._forward_pre_hooks or sub._backward_hooks or sub._backward_pre_hooks]
     if hooked:
-        raise refuse(of_module(m), f"{where}: hooks on its weight_norm parametrization's modules "
+        raise refuse(at, f"{where}: hooks on its weight_norm parametrization's modules "
                                    f"(parametrizations.{hooked[0] or ''}) are not modelled",
                      "register them on the module itself")
     return dim
@@ -251,17 +248,24 @@ def check_parametrized(m: nn.Module, path: str, at: str | None) -> None:
     ``parametrizations.NAME.original*`` at each access. Refused at the line that calls it, naming
     the parametrization and the way back to a plain parameter."""
     from torch.nn.utils import parametrize
-    if not parametrize.is_parametrized(m):
-        return
-    base = type(m).__bases__[0].__name__
+    if not parametrize.is_parametrized(m) or type_name(m) is not None:
+        return   # a built-in of adjoint.format.weight_norm.TYPES: weight_norm_dim checks its parametrization
+    raise _parametrization_refused(m, type(m).__bases__[0].__name__, path, at)
+
+
+def _parametrization_refused(m: nn.Module, base: str, path: str, at: str | None) -> Exception:
+    """The refusal of a parametrization adjoint does not model (all but weight_norm of a built-in's
+    weight), naming it and the way back to a plain parameter."""
     names = list(m.parametrizations.keys())
     which = ", ".join(f"{name} ({'+'.join(type(f).__name__ for f in fns)})"
                       for name, fns in m.parametrizations.items())
-    raise refuse(at, f"'{path or 'model'}' ({base}) has a parametrization (torch.nn.utils.parametrize) on "
-                     f"{which}: PyTorch recomputes that tensor from parametrizations.*.original at each "
-                     "access, which adjoint does not model", "make it a plain parameter before importing "
-                     f"(torch.nn.utils.parametrize.remove_parametrizations(module, {names[0]!r}) keeps its "
-                     "current value)")
+    return refuse(at, f"'{path or 'model'}' ({base}) has a parametrization (torch.nn.utils.parametrize) on "
+                      f"{which}: PyTorch recomputes that tensor from parametrizations.*.original at each "
+                      "access, which adjoint does not model (of the parametrizations, only "
+                      "parametrizations.weight_norm of a Linear's or a Conv's weight is)",
+                  "make it a plain parameter before importing "
+                  f"(torch.nn.utils.parametrize.remove_parametrizations(module, {names[0]!r}) keeps its "
+                  "current value)")
 
 
 def check_reparametrized(m: nn.Module, tname: str, path: str, at: str | None) -> None:
@@ -272,10 +276,10 @@ def check_reparametrized(m: nn.Module, tname: str, path: str, at: str | None) ->
     known = {p.name for p in spec.params(_resolved_args(m, tname))} if spec.has_params else set()
     inner = next((n for n, sub in m.named_modules() if n and parametrize_is(sub)), None)
     if inner is not None and not inner.startswith("parametrizations"):
-        raise refuse(of_module(m), f"'{path or 'model'}' ({tname}) has a parametrization on its submodule '{inner}', "
+        raise refuse(at, f"'{path or 'model'}' ({tname}) has a parametrization on its submodule '{inner}', "
                                    "which adjoint does not model inside a built-in",
                      "remove it before importing (parametrize.remove_parametrizations)")
-    if weight_norm_dim(m, tname, path) is not None:   # checked there; its original0 / original1 are the params
+    if weight_norm_dim(m, tname, path, at) is not None:   # checked there; its original0 / original1 are the params
         return
     extra = [n for n, _ in m.named_parameters() if n not in known and "." not in n]
     extra += [n for n, _ in m.named_buffers(recurse=False) if n.endswith(("_mask", "_orig"))]
