@@ -538,3 +538,39 @@ model:
 """
     err = adjoint.loads(text).solve().variants[0].to_json()["error"]
     assert (err["type"], err["message"]) == ("RuntimeError", str(theirs.value)), forward
+
+
+@pytest.mark.parametrize("expr", ["c.resolve_conj()", "torch.resolve_conj(c.t())", "c[1:].resolve_conj()",
+                                  "z.resolve_conj()", "c.resolve_conj().resolve_conj()", "c.real.resolve_conj()"])
+def test_resolve_conj_is_a_clone_of_a_conjugated_tensor_as_in_torch(expr):
+    """``resolve_conj`` (what PyTorch's view_as_real error asks for): CloneBackward0 of a tensor with
+    the conjugate bit, the bit cleared and the layout kept (preserve_format); any other tensor is
+    returned as is. Refused before stop 56; graph, strides, values and gradients from torch here."""
+    z = torch.tensor([[1 + 2j, 3 - 1j], [0.5j, 2]], dtype=C128, requires_grad=True)
+    names = {"z": z, "c": z.conj()}
+    r = eval(expr, {"torch": torch}, names)   # the test's own torch expression, not a problem file
+    names["r"] = r
+    v = torch.view_as_real(r) if r.is_complex() else r
+    (v * v).sum().backward()
+    as_real = "torch.view_as_real(r)" if r.is_complex() else "r"
+    text = f"""\
+name: resolve_conj
+dtype: float64
+inputs:
+  z: {{value: [[1, 3], [0, 2]], imag: [[2, -1], [0.5, 0]], dtype: complex128, requires_grad: true}}
+model:
+  inputs: [z]
+  forward: |
+    c = z.conj()
+    r = {expr}
+    v = {as_real}
+    return (v * v).sum()
+"""
+    pred = adjoint.loads(text).solve().variants[0]
+    ours = pred.run.forward.names
+    assert chain(ours["r"], leaf_names(ours)) == chain(r, leaf_names(names)), expr
+    assert tuple(ours["r"].strides) == r.stride(), expr
+    assert (ours["r"] is ours["z"]) == (r is z) and (ours["r"] is ours["c"]) == (r is names["c"]), expr
+    js = pred.to_json()
+    assert torch.allclose(torch.tensor(js["values"]["r"]["value"], dtype=torch.float64), _pairs(r), atol=1e-12)
+    assert torch.allclose(torch.tensor(js["grads"]["z"]["value"], dtype=torch.float64), _pairs(z.grad), atol=1e-12)

@@ -275,9 +275,12 @@ class Runtime:
                                         + (", or --float64 / --structure" if self.B.name == "exact" else
                                            ", or --structure" if self.B.name == "float64" else ""))
 
-    def apply(self, opname: str, ins: list, params, loc, check: bool | None = None):
+    def apply(self, opname: str, ins: list, params, loc, check: bool | None = None, in_kernel=None):
         """Run one primitive as PyTorch's autograd kernel would; returns the output Tensor
-        (a tuple of them for a multi-output op)."""
+        (a tuple of them for a multi-output op). ``in_kernel()``, when given, is what the kernel
+        writes besides its result (batch norm's running statistics): it runs after the inputs are
+        packed and the values computed, before the outputs are packed, as in VariableType (a pack
+        of an output may stop a checkpoint's recomputation: the write has happened by then)."""
         op = REGISTRY[opname]
         if self.progress is not None:
             self.progress("forward", self.seq, None)
@@ -349,6 +352,8 @@ class Runtime:
         except ExactLimit as exc:
             raise ProblemError(loc, str(exc)) from None
         raws = list(raw) if multi else [raw]
+        if in_kernel is not None:
+            in_kernel()
         check = self.active if check is None else check
         outs_v = [self.B.after_op(op, values, params, v, loc, check) for v in raws]
         if check and op.kink is not None:

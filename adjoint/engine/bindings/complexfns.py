@@ -2,7 +2,8 @@
 ``z.imag``), ``view_as_real``, ``view_as_complex``, ``angle``, ``sgn``, ``complex``, lowered as ATen runs them.
 
 ``conj`` of a complex tensor is a lazy view with the conjugate bit set (ConjBackward0); of a
-real tensor it is the tensor itself. ``real(z)`` is ``select(view_as_real(z), -1, 0)``, and
+real tensor it is the tensor itself. ``resolve_conj`` of a tensor with the bit is a copy of it
+without (CloneBackward0, preserve_format's layout); of any other it is the tensor itself. ``real(z)`` is ``select(view_as_real(z), -1, 0)``, and
 of a tensor with the conjugate bit ``view_as_real(z._conj())`` first (one more
 ConjBackward0); ``imag`` of such a tensor also negates the real view (``_neg_view``,
 NegViewBackward0) before selecting. ``view_as_real`` refuses a tensor with the conjugate bit
@@ -17,6 +18,7 @@ from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.complex_grad import is_complex
+from adjoint.values.strides import preserve_format_strides
 
 _RESOLVE = ("view_as_real doesn't work on unresolved conjugated tensors.  To resolve the conjugate tensor so you can "
             "view it as real, use self.resolve_conj(); however, be warned that the resulting tensor will NOT alias "
@@ -32,6 +34,18 @@ def conj(rt, z: Tensor, loc: Loc):
         return z
     out = rt.apply("conj", [z], None, loc)
     out.conj_bit = not is_conj(z)
+    return out
+
+
+def resolve_conj(rt, z: Tensor, loc: Loc):
+    """at::resolve_conj: ``self`` itself unless it has the conjugate bit, else its conjugated values
+    materialized by a clone (CloneBackward0, the clone's preserve_format strides), without the bit."""
+    if not is_conj(z):
+        return z
+    out = rt.apply("clone", [z], None, loc)
+    out.conj_bit = False
+    if z.strides and len(z.strides) == len(z.shape):
+        out.strides = preserve_format_strides(z.shape, z.strides)
     return out
 
 
@@ -151,6 +165,8 @@ _IN = (Param("input", "tensor"),)
 FUNCTIONS = (
     Function("conj", _IN, lambda rt, a, loc: conj(rt, a["input"], loc), where="both",
              doc="ConjBackward0 on a complex tensor; a real one is returned as is"),
+    Function("resolve_conj", _IN, lambda rt, a, loc: resolve_conj(rt, a["input"], loc), where="both",
+             doc="CloneBackward0 of a tensor with the conjugate bit (the bit cleared); any other is returned as is"),
     Function("real", _IN, lambda rt, a, loc: real(rt, a["input"], loc), where="function",
              doc="select(view_as_real(z), -1, 0)"),
     Function("imag", _IN, lambda rt, a, loc: imag(rt, a["input"], loc), where="function",

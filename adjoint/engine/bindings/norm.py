@@ -94,11 +94,12 @@ def aten_batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, trai
                                     f"its {x.shape[1]} elements as a vector); give a 1-D {name}")
     if training and (running_mean is None) != (running_var is None):
         rt.raise_after_packs("native_batch_norm", list(stats), TorchError("ValueError", ONE_STATISTIC), loc)
-    out = rt.apply("native_batch_norm", [x, weight, bias, running_mean, running_var],
-                   BatchNormSpec(training, Fraction(eps)), loc)[0]
-    if training and running_mean is not None and running_var is not None:
+
+    def update():   # inside the kernel: before the node packs its outputs (save_mean, save_invstd)
         update_running_stats(rt, x, running_mean, running_var, Fraction(momentum if momentum is not None else 0))
-    return out
+    updates = training and running_mean is not None and running_var is not None
+    return rt.apply("native_batch_norm", [x, weight, bias, running_mean, running_var],
+                    BatchNormSpec(training, Fraction(eps)), loc, in_kernel=update if updates else None)[0]
 
 
 def _batch_norm_of_nothing(rt, x: Tensor, weight, bias, loc: Loc):
