@@ -412,3 +412,19 @@ def test_self_gradient_is_the_incoming_one_in_torch(make, same):
     out.grad_fn.register_hook(lambda gi, go: seen.update(same=gi[0] is go[0]))
     out.backward(torch.ones_like(out))
     assert seen["same"] is same
+
+
+@pytest.mark.torch
+def test_logcumsumexp_nan_gradient_is_zero_as_in_torch():
+    """A nan incoming gradient is in neither of logcumsumexp_backward's parts (grad > 0, grad < 0):
+    x's gradient is 0 there in torch 2.13, not nan (sweep seed 89304, problem 85)."""
+    text = problem({"x": [[-2, -1], [0.5, 2], [-2, -2]], "w": [1.5, -1]},
+                   "h = torch.logcumsumexp(x, 0)\nz = (h * w).sum()\nreturn torch.sqrt(z - z) + (h * 0).sum()")
+    verified(text)
+    x = torch.tensor([[-2, -1], [0.5, 2], [-2, -2]], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([1.5, -1], dtype=torch.float64, requires_grad=True)
+    h = torch.logcumsumexp(x, 0)
+    z = (h * w).sum()
+    (torch.sqrt(z - z) + (h * 0).sum()).backward()
+    got = solved(text)["grads"]["x"]["value"]
+    assert x.grad.tolist() == got == [[0.0, 0.0]] * 3

@@ -6,7 +6,8 @@ two reversed logcumsumexps of ``log|grad| - result`` (the positive and the negat
 sum ``grad_self[j] = sum_{i >= j} grad[i] * exp(self[j] - result[i])``: here ``exp(self - m)``
 times the reversed running sum of ``grad * exp(m - result)``, ``m`` the largest element along
 ``dim`` (the exact answer is the same for any ``m``; the shift keeps the doubles of ``--float64``
-finite). The forward likewise: ``log(cumsum(exp(self - m))) + m``, ``m`` set to 0 where it is
+finite). A nan element of ``grad`` is in neither part, so it contributes 0 (sweep seed 89304,
+problem 85). The forward likewise: ``log(cumsum(exp(self - m))) + m``, ``m`` set to 0 where it is
 infinite (logsumexp's convention); values with free symbols unshifted.
 """
 
@@ -43,6 +44,10 @@ def logcumsumexp_vjp(B, gs, ins, outs, p, need):
     shape = B.shape(g)
     if not shape or 0 in shape:
         return [g]
+    if not B.is_symbolic(g):
+        # PyTorch splits grad into where(grad > 0) and where(grad < 0) parts (log|grad|, else the
+        # dtype's lowest): a nan element is in neither, so it contributes 0, not nan
+        g = B.choose(g, ">", g, B.choose(g, "<", g, B.zeros(shape)))
     m = B.zeros(B.shape(B.amax(x, (p,), True))) if B.is_symbolic(x) else _shift(B, x, p)
     scaled = B.mul(g, B.exp(B.sub(m, result)))
     tail = _flip(B, _cumsum(B, _flip(B, scaled, (p,)), p), (p,))
