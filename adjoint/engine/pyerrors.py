@@ -309,7 +309,7 @@ _UNARY_TORCH: dict[str, tuple] = {
         "index_put", "index_select", "isfinite", "isnan", "kthvalue", "log", "log10", "log1p", "log2",
         "logcumsumexp", "logical_not", "logsumexp", "masked_scatter", "masked_select", "matmul", "max", "maximum",
         "mean", "median", "min", "minimum", "nan_to_num", "nanmean", "nansum", "neg", "numel", "ones_like",
-        "permute", "prod", "ravel", "real", "reciprocal", "reshape", "roll", "rsqrt", "scatter_add",
+        "permute", "prod", "ravel", "real", "reciprocal", "reshape", "resolve_conj", "roll", "rsqrt", "scatter_add",
         "scatter_reduce", "select", "sgn", "sign", "sin", "sinh", "sort", "sqrt", "square", "squeeze", "sum",
         "swapaxes", "swapdims", "t", "take_along_dim", "tan", "tile", "topk", "trace", "transpose", "tril", "triu",
         "unbind", "unflatten", "unsqueeze", "view_as_complex", "view_as_real", "zeros_like")},

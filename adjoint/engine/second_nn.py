@@ -7,13 +7,13 @@ average and max pooling (``avg_pool2d_backward``, ``max_pool2d_with_indices_back
 
 from __future__ import annotations
 
-from adjoint.engine.ops.second_conv import ConvBackwardSpec
 from adjoint.engine.second_formulas import NotModelled
 
 
 def _convolution(rt, node, grads, saved, need):
     # ConvolutionBackward0: convolution_backward(grad, input, weight, bias_sizes, ..., grad_input_mask): one
     # ConvolutionBackwardBackward0 whose three outputs go to input, weight and bias
+    from adjoint.engine.ops.second_conv import ConvBackwardSpec   # the convolution's modules, loaded when used
     bias = len(node.inputs) > 2 and node.inputs[2] is not None
     outs = rt.apply("convolution_backward", [grads[0], saved["input"], saved["weight"]],
                     ConvBackwardSpec(node.params, bias), node.loc)
