@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 from adjoint.format import module_signatures as nn_types
+from adjoint.format import weight_norm
 from adjoint.torchside.importer.emit import Flow, flow_map
 from adjoint.torchside.importer.numbers import nested
-from adjoint.format import weight_norm
 from adjoint.torchside.importer.refuse import refuse
 
 
