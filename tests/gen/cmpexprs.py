@@ -20,7 +20,7 @@ from __future__ import annotations
 from fractions import Fraction as Fr
 
 from .specs import Leaf
-from .trees import NoExpr
+from .trees import NoExpr, draw_form
 
 #: The forms, with weights; each is a coverage key "cmp NAME".
 CMP_FORMS = {"mask": 5, "where": 5, "relu": 2, "tie": 2, "nan": 2, "bool": 3, "error": 1}
@@ -47,16 +47,7 @@ class CmpExprs:
     """Mixin of ExprCtx (``self.s``, ``self.g``, ``self.expr``, ``self.split_broadcast``)."""
 
     def cmp_expr(self, shape: tuple, depth: int):
-        s = self.s
-        for _ in range(4):
-            form = s.weighted([(w, f) for f, w in CMP_FORMS.items()])
-            try:
-                tree = getattr(self, "_cmp_" + form)(tuple(shape), depth - 1)
-            except NoExpr:
-                continue
-            self.g.v2_used[f"cmp {form}"] += 1
-            return tree
-        raise NoExpr()
+        return draw_form(self, [(w, f) for f, w in CMP_FORMS.items()], "_cmp_", "cmp", shape, depth)
 
     # ------------------------------------------------------------------ conditions
     def condition(self, shape: tuple, d: int):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from fractions import Fraction as Fr
 
 from .specs import Leaf
-from .trees import NoExpr
+from .trees import NoExpr, draw_form
 
 #: The forms, with weights.
 MATH_FORMS = {
@@ -53,17 +53,8 @@ class MathExprs:
     """Mixin of ExprCtx (``self.s``, ``self.g``, ``self.expr``, ``self._m``, ``self._f``)."""
 
     def math_expr(self, shape: tuple, depth: int):
-        s = self.s
         forms = [(w, f) for f, w in MATH_FORMS.items() if APPLIES.get(f, lambda shp: True)(shape)]
-        for _ in range(4):
-            form = s.weighted(forms)
-            try:
-                tree = getattr(self, "_math_" + form)(tuple(shape), depth - 1)
-            except NoExpr:
-                continue
-            self.g.v2_used[f"math {form}"] += 1
-            return tree
-        raise NoExpr()
+        return draw_form(self, forms, "_math_", "math", shape, depth)
 
     # ------------------------------------------------------------------ helpers
     def _int_target(self, shape: tuple, values: list, dtype: str = "int64"):

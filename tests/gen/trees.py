@@ -40,6 +40,21 @@ class NoExpr(Exception):
     """No expression of the requested shape can be made here: a dead end, drawn again."""
 
 
+def draw_form(ctx, forms: list, method_prefix: str, label: str, shape: tuple, depth: int):
+    """One expression of ``shape`` from a weighted table of forms (``[(weight, name)]``): up to four
+    draws, each calling ``ctx.<method_prefix><name>``; a form that cannot make the shape raises
+    NoExpr and another is drawn; the one made is counted under ``f"{label} {name}"``."""
+    for _ in range(4):
+        form = ctx.s.weighted(forms)
+        try:
+            tree = getattr(ctx, method_prefix + form)(tuple(shape), depth - 1)
+        except NoExpr:
+            continue
+        ctx.g.v2_used[f"{label} {form}"] += 1
+        return tree
+    raise NoExpr()
+
+
 def num_text(v: Fr) -> str:
     """A number as expression text (and YAML number when dyadic with a short decimal)."""
     if v.denominator == 1:

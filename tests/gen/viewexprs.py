@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction as Fr
 
-from .trees import NoExpr
+from .trees import NoExpr, draw_form
 
 #: The forms, with weights; each is a coverage key "v2 form NAME".
 VIEW_FORMS = {
@@ -63,17 +63,8 @@ class V2Exprs:
     """Mixin of ExprCtx (``self.s``, ``self.g``, ``self.expr``)."""
 
     def v2_expr(self, shape: tuple, depth: int):
-        s = self.s
         forms = [(w, f) for f, w in VIEW_FORMS.items() if APPLIES.get(f, lambda shp: True)(shape)]
-        for _ in range(4):
-            form = s.weighted(forms)
-            try:
-                tree = getattr(self, "_v2_" + form)(tuple(shape), depth - 1)
-            except NoExpr:
-                continue
-            self.g.v2_used[f"v2 form {form}"] += 1
-            return tree
-        raise NoExpr()
+        return draw_form(self, forms, "_v2_", "v2 form", shape, depth)
 
     def _m(self, name, recv, items, shape, post="", sem="node"):
         return ("op", "method", name, recv, tuple(items), post, tuple(shape), sem)
