@@ -197,7 +197,7 @@ class UsesCopysign(nn.Module):
 class HasLSTM(nn.Module):
     def __init__(self):
         super().__init__()
-        self.rnn = nn.AlphaDropout(0.0)
+        self.rnn = nn.RReLU()
 
     def forward(self, x):
         return self.rnn(x)[0]
@@ -231,7 +231,7 @@ def broken():
 
 @pytest.mark.parametrize("factory, line, words", [
     ("copysign", 11, "calls torch.copysign, which adjoint does not model"),
-    ("lstm", 20, "module 'rnn' is torch.nn.AlphaDropout, which adjoint does not model"),
+    ("lstm", 20, "module 'rnn' is torch.nn.RReLU, which adjoint does not model"),
     ("grandchild", 29, "calls 'inner.fc' directly, which is not one of its own children"),
     ("broken", 45, "broken() raised ValueError: no weights file"),
 ])

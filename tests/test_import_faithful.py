@@ -217,7 +217,7 @@ def make_repeated_activation():
 
 
 def make_lstm():
-    return nn.AlphaDropout(0.0)
+    return nn.RReLU()
 
 
 def make_exiting():
@@ -603,7 +603,7 @@ def test_a_stateless_module_listed_twice_is_written_for_both_calls(models):
 
 def test_a_torch_nn_root_and_a_factory_exiting_are_located_in_the_users_file(models):
     msg = _refused(models, "make_lstm")
-    assert msg.startswith(f"{models}:{line_of(models, 'def make_lstm')}: module 'model' is torch.nn.AlphaDropout")
+    assert msg.startswith(f"{models}:{line_of(models, 'def make_lstm')}: module 'model' is torch.nn.RReLU")
     msg = _refused(models, "make_exiting")
     assert msg.startswith(f"{models}:{line_of(models, 'raise SystemExit(0)')}: make_exiting() raised SystemExit")
 

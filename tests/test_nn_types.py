@@ -64,6 +64,8 @@ CONFIGS = {
     "GroupNorm": [{"num_groups": 2, "num_channels": 4}, {"num_groups": 1, "num_channels": 3, "affine": False},
                   {"num_groups": 3, "num_channels": 6, "bias": False}],
     "Dropout": [{}, {"p": Fraction(1, 4), "inplace": True}],
+    **{name: [{}, {"p": Fraction(1, 4), "inplace": True}]
+       for name in ("Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")},
     "Embedding": [{"num_embeddings": 5, "embedding_dim": 3},
                   {"num_embeddings": 4, "embedding_dim": 2, "padding_idx": -1, "max_norm": Fraction(1),
                    "scale_grad_by_freq": True}],
@@ -225,7 +227,9 @@ def test_every_type_of_the_contract_is_there():
                  # two-input layers (tests/data/regressions/bilinear_modules.yaml)
                  "Bilinear",
                  # bags of embeddings (tests/data/regressions/embedding_bag_modules.yaml)
-                 "EmbeddingBag"]
+                 "EmbeddingBag",
+                 # channel-wise and alpha dropout (CNNs; tests/test_feature_dropout.py)
+                 "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees
@@ -309,6 +313,8 @@ REFUSALS = [
     ("MultiheadAttention", {"embed_dim": 5, "num_heads": 2}),
     ("TransformerEncoderLayer", {"d_model": 5, "nhead": 2}),
     ("Dropout", {"p": Fraction(3, 2)}),
+    ("Dropout2d", {"p": Fraction(-1, 2)}),
+    ("AlphaDropout", {"p": Fraction(3, 2)}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
     ("EmbeddingBag", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
@@ -351,7 +357,8 @@ def yaml_value(v):
 @pytest.mark.parametrize("name,i,args", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_a_file_with_init_builds_what_torch_builds(name, i, args):
     items = ", ".join(f"{k}: {yaml_value(v)}" for k, v in args.items())
-    extra = ", training: false" if name in ("Dropout", "MultiheadAttention", "TransformerEncoderLayer",
+    extra = ", training: false" if name in ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+                                            "FeatureAlphaDropout", "MultiheadAttention", "TransformerEncoderLayer",
                                             "TransformerDecoderLayer") else ""
     text = f"name: t\ninputs:\n  x: [1]\ninit: {{seed: 3}}\nmodel:\n  children:\n    m: {{type: {name}, " \
            f"args: {{{items}}}{extra}}}\n  forward: m(x)\n"

@@ -314,7 +314,8 @@ _UNARY_TORCH: dict[str, tuple] = {
         "swapaxes", "swapdims", "t", "take_along_dim", "tan", "tile", "topk", "trace", "transpose", "tril", "triu",
         "unbind", "unflatten", "unsqueeze", "view_as_complex", "view_as_real", "zeros_like")},
     **{name: _ALL for name in (
-        "adaptive_avg_pool1d", "avg_pool1d", "celu", "celu_", "conv_transpose1d", "conv_transpose2d", "dropout",
+        "adaptive_avg_pool1d", "alpha_dropout", "avg_pool1d", "celu", "celu_", "conv_transpose1d", "conv_transpose2d", "dropout",
+        "feature_alpha_dropout",
         "hardshrink", "pixel_shuffle", "pixel_unshuffle", "prelu", "relu", "relu_", "selu", "selu_",
         "threshold_")},
     **{name: _BARE_F for name in (

@@ -297,6 +297,10 @@ def _hardtanh_check(a: Args) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+#: the dropout modules whose file gives the keep-mask in training mode (``mask:``)
+DROPOUTS = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
+
+
 def _dropout_check(a: Args) -> tuple[tuple[str, str], ...]:
     if not 0 <= a["p"] <= 1:
         return (("p", f"dropout probability has to be between 0 and 1, but got {float(a['p'])}"),)
@@ -515,7 +519,8 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("GroupNorm", (ArgSpec("num_groups", "int", minimum=1), ArgSpec("num_channels", "int", minimum=1),
                          ArgSpec("eps", "float", Fraction(1, 100000)), ArgSpec("affine", "bool", True),
                          ArgSpec("bias", "bool", True)), params=_groupnorm_params, check=_groupnorm_check),
-    NNType("Dropout", (ArgSpec("p", "float", Fraction(1, 2)), _inplace()), check=_dropout_check),
+    *(NNType(name, (ArgSpec("p", "float", Fraction(1, 2)), _inplace()), check=_dropout_check)
+      for name in DROPOUTS + ("AlphaDropout", "FeatureAlphaDropout")),
     NNType("Embedding", (ArgSpec("num_embeddings", "int", minimum=1), ArgSpec("embedding_dim", "int", minimum=1),
                          ArgSpec("padding_idx", "opt_int", None), ArgSpec("max_norm", "opt_float", None),
                          ArgSpec("norm_type", "float", Fraction(2)), ArgSpec("scale_grad_by_freq", "bool", False),

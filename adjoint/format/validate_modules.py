@@ -249,7 +249,7 @@ class ModuleBuilder:
             keys.append("buffers")
         if t.name == "Linear":
             keys.append("bias")
-        if t.name == "Dropout":
+        if t.name in nn_types.DROPOUTS:
             keys.append("mask")
         if t.name in wn.TYPES:
             keys.append("weight_norm")
@@ -284,8 +284,12 @@ class ModuleBuilder:
             self.complete = False
         buffers = self.builtin_buffers(m, t, args, prefix, what)
         mask = None
-        if t.name == "Dropout" and setup_error is None:
-            mask = dropout_mask(m, args, training, what)
+        if t.name in nn_types.DROPOUTS and setup_error is None:
+            mask = dropout_mask(m, args, training, what, t.name)
+        if t.name in ("AlphaDropout", "FeatureAlphaDropout") and training and 0 < args["p"] < 1 \
+                and setup_error is None:
+            raise ProblemError(m.loc, f"{what} is {'an' if t.name[0] == 'A' else 'a'} {t.name} in training mode, whose noise (SELU's affine one, drawn "
+                                      "at random) is not modelled yet; give training: false, or p: 0")
         if t.name == "MultiheadAttention" and training and args["dropout"] != 0 and setup_error is None:
             raise ProblemError(m.loc, f"{what} drops attention weights at random in training mode, which no "
                                       "prediction can know; give args: {dropout: 0} or training: false")
@@ -540,24 +544,29 @@ def linear_v1(m: YMap, path: str, what: str, frozen: bool, param_decl) -> tuple[
     return args, (weight, bias)
 
 
-def dropout_mask(m: YMap, args: dict, training: bool, what: str) -> Literal | None:
-    """Dropout in training mode draws a random keep-mask: the file gives it (0/1 elements)."""
+def dropout_mask(m: YMap, args: dict, training: bool, what: str, kind: str = "Dropout") -> Literal | None:
+    """Dropout in training mode draws a random keep-mask: the file gives it (0/1 elements; a channel-wise
+    ``Dropout2d``'s has one per batch element and channel, checked against the input when it runs)."""
     p = args["p"]
     node = m.get("mask")
     if node is None:
         if training and 0 < p < 1:
-            raise ProblemError(m.loc, f"{what} is a Dropout in training mode, which keeps elements at random; give "
-                                      "mask: [...] (1 keeps an element, 0 drops it) or training: false")
+            if kind == "Dropout":
+                raise ProblemError(m.loc, f"{what} is a Dropout in training mode, which keeps elements at random; give "
+                                          "mask: [...] (1 keeps an element, 0 drops it) or training: false")
+            raise ProblemError(m.loc, f"{what} is a {kind} in training mode, which keeps channels at random; give mask: "
+                                      "[...] (one per batch element and channel, shape (N, C, 1, ...): 1 keeps a "
+                                      "channel, 0 drops it) or training: false")
         return None
     if not training:
-        raise ProblemError(m.key_loc("mask"), f"{what} is in eval mode, where Dropout passes its input through; "
+        raise ProblemError(m.key_loc("mask"), f"{what} is in eval mode, where {kind} passes its input through; "
                                               "drop mask:")
     lit = parse_literal(node, f"the mask of {what}")
     for e in lit.items:
         if not (isinstance(e, Fraction) and e in (0, 1)):
             raise ProblemError(lit.loc, f"the mask of {what} holds {e}; a keep-mask holds 0 (dropped) and 1 (kept)")
     if p == 1 and any(lit.items) or p == 0 and not all(lit.items):
-        raise ProblemError(lit.loc, f"with p = {float(p)} Dropout " + ("drops every element" if p == 1 else
+        raise ProblemError(lit.loc, f"with p = {float(p)} {kind} " + ("drops every element" if p == 1 else
                                     "keeps every element") + "; the mask must say so")
     return lit
 

@@ -1,7 +1,8 @@
 """``torch.X`` names whose ATen binding takes fewer, or other, arguments than ``F.X`` (checked in
 torch 2.13's Python argument parser): ``torch.relu(input)``, ``torch.selu(input)``,
 ``torch.celu(input, alpha=1.)`` and ``torch.threshold(input, threshold, value)`` take no
-``inplace``; ``torch.dropout(input, p, train)`` requires all three, and names the flag ``train``.
+``inplace``; ``torch.dropout(input, p, train)`` requires all three, and names the flag ``train``
+(``torch.alpha_dropout`` and ``torch.feature_alpha_dropout`` too).
 
 A call is checked against that one signature as python_arg_parser.cpp's ``FunctionSignature::parse``
 does, in its order: too many positional arguments ("relu() takes 1 positional argument but 2
@@ -24,10 +25,12 @@ ATEN_PARAMS: dict[str, tuple[tuple[str, bool], ...]] = {
     "celu": (("input", True), ("alpha", False)),
     "threshold": (("input", True), ("threshold", True), ("value", True)),
     "dropout": (("input", True), ("p", True), ("train", True)),
+    "alpha_dropout": (("input", True), ("p", True), ("train", True)),
+    "feature_alpha_dropout": (("input", True), ("p", True), ("train", True)),
 }
 
 #: name -> {ATen's parameter name: F's}
-RENAMED = {"dropout": {"train": "training"}}
+RENAMED = {name: {"train": "training"} for name in ("dropout", "alpha_dropout", "feature_alpha_dropout")}
 
 
 def _takes(name: str, params: tuple, given: int) -> str:

@@ -288,28 +288,49 @@ def lower_embedding(rt, a: dict, loc: Loc):
 
 # ----------------------------------------------------------------------------- dropout
 
-def dropout(rt, x: Tensor, p: Fraction, training: bool, inplace: bool, mask, loc: Loc):
-    """_dropout_impl on the CPU; ``mask`` the keep-mask's exact value (a Dropout module's), or None."""
-    from adjoint.engine.inplace import apply_inplace
-    if not 0 <= p <= 1:   # F.dropout's ValueError, before any op; it prints p as given (2 or 2.0)
+def check_dropout_p(p: Fraction, loc: Loc) -> None:
+    """F.dropout's (and dropout1d/2d/3d's, alpha_dropout's) ValueError, before any op; it prints p as given."""
+    if not 0 <= p <= 1:
         if p.denominator == 1:
             raise ProblemError(loc, f"dropout with p={p} is not modelled: PyTorch's ValueError prints p as written "
                                     "(an int or a float), which adjoint's exact numbers do not keep; give a p in [0, 1]")
         raise TorchError("ValueError", f"dropout probability has to be between 0 and 1, but got {float(p)}")
+
+
+def feature_noise_shape(shape: tuple) -> tuple:
+    """ATen's ``make_feature_noise``: one draw per (batch, channel), ones over the other dims."""
+    if len(shape) < 2:
+        raise TorchError("RuntimeError", "Feature dropout requires at least 2 dimensions in the input")
+    return tuple(shape[:2]) + (1,) * (len(shape) - 2)
+
+
+def dropout(rt, x: Tensor, p: Fraction, training: bool, inplace: bool, mask, loc: Loc, feature: str | None = None):
+    """_dropout_impl on the CPU; ``mask`` the keep-mask's exact value (a Dropout module's), or None.
+    ``feature``: the module type of a channel-wise dropout (``Dropout2d``: ``feature_dropout``, whose noise
+    has one element per batch and channel), or None (``Dropout``: one per element)."""
+    from adjoint.engine.inplace import apply_inplace
+    check_dropout_p(p, loc)
     if not training or p == 0 or _prod(x.shape) == 0:
         return x
     B = rt.B
     if p == 1:
         other = rt.tensor(B.zeros(()), dtype=x.dtype)
     else:
+        noise = feature_noise_shape(tuple(x.shape)) if feature else tuple(x.shape)
+        kind = feature or "Dropout"
         if mask is None:
-            raise ProblemError(loc, "dropout in training mode keeps elements at random, which no prediction can know; "
-                                    "use a Dropout module with mask: [...] (1 keeps, 0 drops), or training=False")
+            what = "channels" if feature else "elements"
+            raise ProblemError(loc, f"dropout in training mode keeps {what} at random, which no prediction can know; "
+                                    f"use a {kind} module with mask: [...] (1 keeps, 0 drops), or training=False")
         if rt.fresh_rng:
             raise ProblemError(loc, "checkpoint(..., preserve_rng_state=False) recomputes this dropout with a fresh "
                                     "random mask, which no prediction can know; leave preserve_rng_state at True (its "
                                     "default: the recomputation draws the mask given here again), or training=False")
-        if tuple(B.shape(mask)) != tuple(x.shape):
+        if tuple(B.shape(mask)) != noise:
+            if feature:
+                raise ProblemError(loc, f"the {kind} mask has shape {list(B.shape(mask))} but PyTorch draws one of "
+                                        f"shape {list(noise)} (one per batch element and channel) for its input of "
+                                        f"shape {list(x.shape)}; give a mask of that shape")
             raise ProblemError(loc, f"the Dropout mask has shape {list(B.shape(mask))} but its input has shape "
                                     f"{list(x.shape)}; give a mask of the input's shape")
         other = rt.tensor(B.div(mask, B.scalar(1 - p)), dtype=x.dtype)

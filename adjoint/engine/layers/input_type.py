@@ -20,6 +20,8 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
         ("MaxPool1d", "max_pool1d"), ("MaxPool2d", "max_pool2d"), ("MaxPool3d", "max_pool3d"),
         ("AvgPool1d", "avg_pool1d"), ("AvgPool2d", "avg_pool2d"), ("AvgPool3d", "avg_pool3d"),
         ("AdaptiveMaxPool1d", "adaptive_max_pool1d"), ("AdaptiveAvgPool1d", "adaptive_avg_pool1d"))},
+    "AlphaDropout": ("parser", "alpha_dropout(): argument 'input' (position 1)"),
+    "FeatureAlphaDropout": ("parser", "feature_alpha_dropout(): argument 'input' (position 1)"),
     "Embedding": ("parser", "embedding(): argument 'indices' (position 2)"),
     "Bilinear": ("parser", "bilinear(): argument 'input1' (position 1)"),
     "EmbeddingBag": ("attribute", "dim"),
@@ -28,7 +30,8 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
     **{f"CircularPad{rank}d": ("attribute", "dim") for rank in (1, 2, 3)},   # _check_input_dim reads it first
     **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
                                          "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RNN", "LSTM", "GRU",
-                                         "RNNCell", "LSTMCell", "GRUCell")},
+                                         "RNNCell", "LSTMCell", "GRUCell", "Dropout1d", "Dropout2d",
+                                         "Dropout3d")},
     **{t: ("attribute", "size") for t in ("AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d")},
     "GLU": ("attribute", "dim"), "Softsign": ("attribute", "abs"), "Tanhshrink": ("attribute", "tanh"),
     "Flatten": ("attribute", "flatten"), "Unflatten": ("attribute", "unflatten"),

@@ -202,6 +202,22 @@ def dropout_forward(c):
     return dropout(c.rt, c.args[0], c.arg("p"), c.training, c.arg("inplace"), mask, c.loc)
 
 
+def _dropout_nd_forward(n: int):
+    def forward(c):
+        from adjoint.engine.bindings.feature_dropout import dropout_nd
+        mask = c.rt.B.literal(c.module.mask) if c.module.mask is not None else None
+        return dropout_nd(c.rt, n, c.args[0], c.arg("p"), c.training, c.arg("inplace"), mask, c.loc,
+                          kind=f"Dropout{n}d")
+    return forward
+
+
+def _alpha_dropout_forward(feature: bool):
+    def forward(c):   # nn.AlphaDropout's forward passes no inplace
+        from adjoint.engine.bindings.feature_dropout import alpha_dropout
+        return alpha_dropout(c.rt, c.args[0], c.arg("p"), c.training, False, feature, c.loc)
+    return forward
+
+
 def embedding_forward(c):
     return embedding(c.rt, c.args[0], c.params["weight"], c.arg("padding_idx"), c.arg("max_norm"),
                      c.arg("scale_grad_by_freq"), c.arg("sparse"), c.loc, c.arg("norm_type"))
@@ -237,6 +253,9 @@ FORWARDS = {
     "RMSNorm": rms_norm_forward,
     "GroupNorm": group_norm_forward,
     "Dropout": dropout_forward,
+    **{f"Dropout{n}d": _dropout_nd_forward(n) for n in (1, 2, 3)},
+    "AlphaDropout": _alpha_dropout_forward(False),
+    "FeatureAlphaDropout": _alpha_dropout_forward(True),
     "Embedding": embedding_forward,
     "EmbeddingBag": embedding_bag_forward,
     "MultiheadAttention": attention.mha_forward,

@@ -232,6 +232,8 @@ def drops_at_random(m: nn.Module, tname: str) -> str | None:
     problem file cannot hold that draw (a ``Dropout``'s keep-mask is data; these are not)."""
     if tname == "MultiheadAttention":
         return "attention weights" if m.training and m.dropout > 0 else None
+    if tname in ("AlphaDropout", "FeatureAlphaDropout"):   # its affine noise is not modelled yet
+        return "elements (alpha dropout)" if m.training and 0 < m.p < 1 else None
     if tname in _TRANSFORMER or tname in _STACKS or tname == "Transformer":
         random = any(sub.training and (sub.p > 0 if isinstance(sub, nn.Dropout) else sub.dropout > 0)
                      for sub in m.modules() if isinstance(sub, (nn.Dropout, nn.MultiheadAttention)))

@@ -21,6 +21,7 @@ import operator
 import torch
 from torch import fx, nn
 
+from adjoint.format.module_signatures import DROPOUTS
 from adjoint.torchside.importer import builtins
 from adjoint.torchside.importer.emit import Block, Flow, flow_map
 from adjoint.torchside.importer.fxtrace import trace
@@ -149,17 +150,22 @@ class TreeWriter:
         buffers = builtins.buffer_entries(m, tname, self.full(path, ""), self.side)
         if buffers:
             out["buffers"] = buffers
-        if tname == "Dropout" and m.training and 0 < m.p < 1:
-            out["mask"] = self.mask(m, path)
+        if tname in DROPOUTS and m.training and 0 < m.p < 1:
+            out["mask"] = self.mask(m, path, tname)
 
-    def mask(self, m: nn.Module, path: str) -> Flow:
+    def mask(self, m: nn.Module, path: str, tname: str) -> Flow:
         shapes = self.shapes.get(self.first_path(path)) or []
         if len(shapes) != 1:
-            raise refuse(of_module(m), f"the Dropout '{path}' is in training mode and called {len(shapes)} times "
+            raise refuse(of_module(m), f"the {tname} '{path}' is in training mode and called {len(shapes)} times "
                                        "with the example inputs", "call model.eval() (or give it p=0), or call it "
                                        "once: its keep-mask is data in a problem file")
+        shape = tuple(shapes[0])
+        if tname != "Dropout":   # one draw per batch element and channel, of the (unsqueezed) input
+            if tname == "Dropout1d" and len(shape) == 2 or tname == "Dropout3d" and len(shape) != 5:
+                shape = (1,) + shape
+            shape = shape[:2] + (1,) * (len(shape) - 2)
         g = torch.Generator().manual_seed(0)
-        keep = torch.bernoulli(torch.full(shapes[0], 1 - m.p, dtype=torch.float64), generator=g)
+        keep = torch.bernoulli(torch.full(shape, 1 - m.p, dtype=torch.float64), generator=g)
         return Flow(nested(keep.to(torch.int64).tolist(), f"the mask of {path}"))
 
     def forward(self, m: nn.Module, path: str) -> tuple[list, str, tuple]:
