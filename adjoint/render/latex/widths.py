@@ -25,6 +25,8 @@ _CMD_WIDTH = {
     "Phi": 0.8, "mathbb": 0.0, "underbrace": 0.0, "dots": 1.2, "colon": 0.4, "vert": 0.3, "mid": 0.6,
     "lbrack": 0.3, "rbrack": 0.3, "{": 0.5, "}": 0.5, "_": 0.5, "&": 0.0, "%": 0.0,
 }
+#: the one negative width (``\\!``), which bounds what the rest of a string can take off
+_NEGATIVE = _CMD_WIDTH["!"]
 _TEXT_ARG = ("operatorname", "mathrm", "text", "mathtt", "mathit", "textrm", "texttt")
 
 
@@ -125,12 +127,18 @@ class _W:
         return 0.6
 
 
-def tex_width(s: str) -> float:
-    """Estimated width (em, 11pt) of a piece of math LaTeX."""
+def tex_width(s: str, limit: float | None = None) -> float:
+    """Estimated width (em, 11pt) of a piece of math LaTeX. With ``limit``, the walk may stop once the
+    width is known to exceed it, returning a number above ``limit`` (a width compared with ``limit``
+    compares the same): the only negative width is ``\\!``'s (a group scales its contents by at most 1),
+    so the rest of the string takes off at most its count of them times that width."""
     w = _W(s)
     total = 0.0
-    while w.i < len(s):
+    n = len(s)
+    while w.i < n:
         total += w.token_width()
+        if limit is not None and total > limit and total + _NEGATIVE * s.count("\\!", w.i) > limit:
+            return total + _NEGATIVE * s.count("\\!", w.i)
     return total
 
 

@@ -220,7 +220,7 @@ class UnitWriter:
             tex = P.doprint(n) if P.prec(n) > 40 else f"\\left({P.doprint(n)}\\right)"
             if sign == "-":
                 tex = "-" + (tex if P.prec(n) >= 50 else f"\\left({tex}\\right)")
-            if tex_width(tex) <= budget or P.prec(n) != 50:
+            if tex_width(tex, budget) <= budget or P.prec(n) != 50:
                 terms.append(tex)
                 return
             parts = factors(n, TMatMul if isinstance(n, TMatMul) else TBin)
@@ -251,7 +251,7 @@ class UnitWriter:
         return Terms(pieces + ["\x01" + note])
 
     def fits(self, terms, budget: float = LINE_EM - 8) -> bool:
-        return all(tex_width(t.lstrip("\x01")) <= budget for t in terms)
+        return all(tex_width(t.lstrip("\x01"), budget) <= budget for t in terms)
 
     def contrib_terms(self, index: int | None, f: TNode | None, target: int, tilde: bool = False) -> Terms:
         """The vector-Jacobian product of step k for ``target``, as summands; J^T lambda when unprintable."""
