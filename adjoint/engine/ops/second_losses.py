@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from adjoint.values.mathtree import Fn, TFn, generic_vjp
+from adjoint.values.mathtree import Fn, TFn, generic_vjp, number_text
 from adjoint.engine.ops.arith import same_shape
 from adjoint.engine.ops.losses import BCE, BCE_EPSILON, Pointwise, bce_vjp, same_dtype_target_error
 from adjoint.engine.ops.record import Check, Math, Op, Save
@@ -187,7 +187,7 @@ LOGIT = Fn("logit", "\\operatorname{logit}\\left(#0\\right)", generic_vjp)
 
 def _reduction(p) -> str:
     beta = getattr(p, "beta", Fraction(1))
-    return f"\\mathrm{{{p.reduction}}}" + (f",\\,{beta}" if beta != 1 else "")
+    return f"\\mathrm{{{p.reduction}}}" + (f",\\,{number_text(beta)}" if beta != 1 else "")
 
 
 def _math(fn: Fn) -> Math:
