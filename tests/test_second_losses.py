@@ -142,3 +142,48 @@ def test_the_target_gradient_at_an_input_of_0_or_1_is_refused():
     with pytest.raises(ProblemError, match="create_graph through BinaryCrossEntropyBackward0's target gradient at "
                                            "an input of 0 or 1 is not modelled yet"):
         adjoint.loads(EDGE).solve()
+
+
+# random compositions: a loss over two random compositions of the modelled ops (tests/test_second_order.py's), times
+# a third, so that the gradient reaching the loss node requires grad; each loss with what it applies to its operands
+# first (evaluated in Python's order: the input's, then the target's)
+_SIG, _ID = torch.sigmoid, (lambda a: a)
+LOSSES = [
+    ("F.binary_cross_entropy(sigmoid({0}), sigmoid({1}), reduction='none')", _SIG, _SIG,
+     lambda a, b: F.binary_cross_entropy(a, b, reduction="none")),
+    ("F.binary_cross_entropy(sigmoid({0}), sigmoid({1}) * 0.5, weight=torch.tensor([0.5, 2.0], dtype=torch.float64))",
+     _SIG, lambda b: torch.sigmoid(b) * 0.5, lambda a, b: F.binary_cross_entropy(a, b, weight=_t([0.5, 2.0]))),
+    ("F.binary_cross_entropy_with_logits({0}, sigmoid({1}), pos_weight=torch.tensor([1.5, 0.5], dtype=torch.float64), "
+     "reduction='sum')", _ID, _SIG,
+     lambda a, b: F.binary_cross_entropy_with_logits(a, b, pos_weight=_t([1.5, 0.5]), reduction="sum")),
+    ("F.binary_cross_entropy_with_logits({0}, sigmoid({1}), weight=torch.tensor([2.0, 0.5], dtype=torch.float64), "
+     "reduction='none')", _ID, _SIG,
+     lambda a, b: F.binary_cross_entropy_with_logits(a, b, weight=_t([2.0, 0.5]), reduction="none")),
+    ("F.smooth_l1_loss({0}, {1}, beta=0.5, reduction='none')", _ID, _ID,
+     lambda a, b: F.smooth_l1_loss(a, b, beta=0.5, reduction="none")),
+    ("F.huber_loss({0}, {1}, delta=0.5)", _ID, _ID, lambda a, b: F.huber_loss(a, b, delta=0.5)),
+]
+_ENV = {"x": torch.zeros(2), "w": torch.zeros(2), "c": torch.zeros(1)}
+
+
+def _of_two(rng):
+    """A random composition (tests/test_second_order.random_expr) of two elements, as the losses' operands must be."""
+    from test_second_order import random_expr
+    while True:
+        text, fn = random_expr(rng, 2)
+        if tuple(torch.as_tensor(fn(_ENV)).shape) == (2,):
+            return text, fn
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_second_order_through_a_loss_against_torch(seed):
+    """Random compositions with a loss: the first-order gradients' recorded graphs (names, sequence_nr) and the
+    second grad's results, against torch 2.13."""
+    import random
+    from test_second_order import _compare_second_order, random_expr
+    rng = random.Random(seed)
+    text, pa, pb, fn = rng.choice(LOSSES)
+    (a, fa), (b, fb) = _of_two(rng), _of_two(rng)
+    c, fc = random_expr(rng, 2)
+    _compare_second_order(f"({text.format(a, b)}) * ({c})",
+                          lambda env: fn(pa(fa(env)), pb(fb(env))) * fc(env), rng.choice(["sum", "mean"]))
