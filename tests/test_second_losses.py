@@ -3,7 +3,9 @@ its target's logit formula), binary_cross_entropy_with_logits (plain ops), smoot
 (SmoothL1LossBackwardBackward0) and huber_loss (HuberLossBackwardBackward0): the graph a create_graph
 backward records, node for node (names and sequence_nr), and the grad of grad, against real torch 2.13 (all
 four were refused before). The gradient reaching the loss requires grad here (``sum(y ** 3)``), so the
-in-place ``mul_(grad)`` of the target formulas saves a clone of self (one more sequence_nr)."""
+in-place ``mul_(grad)`` of the target formulas saves a clone of self (one more sequence_nr). Also: random
+compositions with a loss, and the refusals (a third backward through the backward kernels, BCE's target gradient
+at an input of 0 or 1)."""
 
 import pytest
 from conftest import require_torch
