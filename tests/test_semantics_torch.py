@@ -1007,3 +1007,39 @@ def test_signed_zero_from_minus_inf():
         pred = adjoint.loads(text).solve().variants[0]
         assert pred.values["z"].strings()[0] == "0", expr
         assert sign_bits(pred.values["z"]).tolist() == torch.signbit(want).tolist(), expr
+
+
+INPLACE_CLONE = """
+name: inplace-clone
+dtype: float64
+inputs:
+  x: {value: [0.5, -1.5], requires_grad: true}
+model:
+  inputs: [x]
+  forward: |
+    t = torch.ones(2, dtype=torch.float64)
+    t.mul_(x)
+    u = x * 1
+    u.mul_(x)
+    return t * u
+loss: "sum(y)"
+"""
+
+
+def test_inplace_op_clones_self_with_a_node_only_when_self_requires_grad():
+    """An in-place op whose derivative needs the original self (mul_ by a tensor that requires grad) saves
+    self.clone(); under grad mode the clone is a CloneBackward0, one more sequence_nr, only when self
+    requires grad: ``ones(2).mul_(x)`` takes one number, ``(x * 1).mul_(x)`` two (torch 2.13)."""
+    from test_second_order import _run, assert_same_graph, chain_ours, chain_torch, start_seq
+    run = _run(INPLACE_CLONE)
+    assert run.error is None, run.error
+    base = start_seq()
+    x = torch.tensor([0.5, -1.5], dtype=F64, requires_grad=True)
+    t = torch.ones(2, dtype=F64)
+    t.mul_(x)
+    u = x * 1
+    u.mul_(x)
+    y = t * u
+    assert [t.grad_fn._sequence_nr() - base, u.grad_fn._sequence_nr() - base, y.grad_fn._sequence_nr() - base] == \
+        [0, 2, 4]
+    assert_same_graph(chain_ours(run.forward.output), chain_torch(y, base), "t * u")

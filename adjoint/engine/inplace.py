@@ -429,15 +429,17 @@ def gradient_edge_now(rt, t: Tensor) -> Edge:
 
 
 def save_inputs(rt, node: Node, op, ts: list) -> None:
-    """The op's saved inputs; ``self`` is the original value, cloned first (with grad on: one
-    more sequence_nr), since the op is about to overwrite it."""
+    """The op's saved inputs; ``self`` is the original value, cloned first, since the op is about to
+    overwrite it (with grad on, the clone of a ``self`` that requires grad is a CloneBackward0: one more
+    sequence_nr; of one that does not, no node and no number: ``ones(2).mul_(x)``, torch 2.13)."""
     need = [e is not None for e in node.edges]
     for s in op.saves:
         if s.what != "in" or not s.wanted(need):
             continue
         t = ts[s.index]
         if s.index == 0:
-            rt._new_seq()   # self.clone() runs with grad mode on: its node takes a sequence_nr
+            if t.needs_grad:
+                rt._new_seq()   # self.clone() runs with grad mode on: its node takes a sequence_nr
             t = rt.tensor(t.value, t.requires_grad, dtype=t.dtype)
         save_one(rt, node, s.name, t, False)
 

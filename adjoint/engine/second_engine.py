@@ -28,8 +28,9 @@ from adjoint.engine.second_reductions import REDUCTIONS
 from adjoint.engine.second_layers import LAYERS
 from adjoint.engine.second_pointwise import POINTWISE
 from adjoint.engine.second_nn import NN
+from adjoint.engine.second_losses import LOSSES
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **LOSSES}
 
 
 

@@ -43,7 +43,12 @@ UNARY = ["tanh({})", "sigmoid({})", "relu({})", "exp({})", "sin({})", "cos({})",
          "F.max_pool1d(({0}).reshape(1, 1, 2), 2)[0, 0] * ({0})", "torch.logsumexp(torch.stack([{0}, ({0}) * 0.5]), 0)"]
 BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)", "maximum({}, {})",
           "where(({0}) > 0, {0}, {1})", "torch.addcmul({0}, {0}, {1}, value=0.5)",
-          "torch.addcdiv({0}, {1}, ({0}) ** 2 + 1, value=-1.5)"]
+          "torch.addcdiv({0}, {1}, ({0}) ** 2 + 1, value=-1.5)",
+          "F.binary_cross_entropy(sigmoid({0}), sigmoid({1}), reduction='none')",
+          "F.binary_cross_entropy(sigmoid({0}), sigmoid({1}) * 0.5, weight=torch.tensor([0.5, 2.0], dtype=torch.float64)) * ({0})",
+          "F.binary_cross_entropy_with_logits({0}, sigmoid({1}), pos_weight=torch.tensor([1.5, 0.5], dtype=torch.float64), reduction='none')",
+          "F.binary_cross_entropy_with_logits({0}, sigmoid({1}), weight=torch.tensor([2.0, 0.5], dtype=torch.float64)) * ({1})",
+          "F.smooth_l1_loss({0}, {1}, beta=0.5, reduction='none')", "F.huber_loss({0}, {1}, delta=0.5) * ({0})"]
 
 
 def _value(rng, n):
