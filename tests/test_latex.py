@@ -205,6 +205,18 @@ def test_width_estimate_is_in_proportion():
     assert tex_width("\\begin{bmatrix}1 & 2 & 3\\end{bmatrix}") > tex_width("1 2 3")
 
 
+def test_a_width_walked_up_to_a_limit_compares_with_it_as_the_whole_width():
+    # the walk may stop past the limit; \\! (the one negative width) later in the string must not let
+    # a width that ends under the limit be reported over it
+    pieces = ["x_{1}", "\\!", "\\frac{a}{b}", "+", "\\tanh\\left(y\\right)", "\\!\\!\\!", "2.5", "\\,"]
+    strings = ["".join(pieces[(i * k) % len(pieces)] for k in range(n)) for i in range(1, 8) for n in range(1, 40)]
+    strings.append("x + y" + "\\!" * 40)
+    for s in strings:
+        whole = tex_width(s)
+        for limit in (0.5, 2.0, 4.0, whole - 0.1, whole, whole + 0.1, 10.0, 30.0):
+            assert (tex_width(s, limit) > limit) == (whole > limit), (s, limit)
+
+
 # ----------------------------------------------------------------------------- every problem compiles
 
 @pytest.mark.latex

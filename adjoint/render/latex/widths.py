@@ -27,6 +27,7 @@ _CMD_WIDTH = {
 }
 #: the one negative width (``\\!``), which bounds what the rest of a string can take off
 _NEGATIVE = _CMD_WIDTH["!"]
+_MARGIN = 1e-6
 _TEXT_ARG = ("operatorname", "mathrm", "text", "mathtt", "mathit", "textrm", "texttt")
 
 
@@ -137,7 +138,8 @@ def tex_width(s: str, limit: float | None = None) -> float:
     n = len(s)
     while w.i < n:
         total += w.token_width()
-        if limit is not None and total > limit and total + _NEGATIVE * s.count("\\!", w.i) > limit:
+        # the margin: a sum in another order may round the other way at a tie
+        if limit is not None and total > limit + _MARGIN and total + _NEGATIVE * s.count("\\!", w.i) > limit + _MARGIN:
             return total + _NEGATIVE * s.count("\\!", w.i)
     return total
 
