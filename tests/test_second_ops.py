@@ -97,6 +97,15 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     ("torch.sign(h) * h", lambda h, i, b: torch.sign(h) * h),
     ("torch.sign(h - 0.1) * b + h", lambda h, i, b: torch.sign(h - 0.1) * b + h),
     ("torch.sign(h).sum() * h", lambda h, i, b: torch.sign(h).sum() * h),
+    # AbsBackward0: grad * self.sgn() (SgnBackward0, then MulBackward0); SgnBackward0's backward hands on a
+    # ZeroTensor, summed with the other gradient out of place (a recorded AddBackward0 under create_graph)
+    ("torch.abs(h)", lambda h, i, b: torch.abs(h)),
+    ("h.abs() * b", lambda h, i, b: h.abs() * b),
+    ("F.softsign(h)", lambda h, i, b: F.softsign(h)),
+    ("F.l1_loss(h, b)", lambda h, i, b: F.l1_loss(h, b)),
+    ("F.l1_loss(h, b, reduction='sum') * h", lambda h, i, b: F.l1_loss(h, b, reduction="sum") * h),
+    ("torch.sgn(h) * h", lambda h, i, b: torch.sgn(h) * h),
+    ("h.sgn() * b + h.abs()", lambda h, i, b: h.sgn() * b + h.abs()),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
     ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
     ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),
@@ -140,3 +149,81 @@ def test_batch_norm_with_a_bias_and_no_weight_is_refused():
         ((ga ** 2).sum() + (gb * a).sum()).backward()
     with pytest.raises(ProblemError, match="create_graph through NativeBatchNormBackward0 with a bias and no weight"):
         adjoint.loads(BIAS_NO_WEIGHT).solve()
+
+
+ZERO = """
+name: zero-tensor
+dtype: float64
+inputs:
+  x: {value: [0.5, -1, 0], requires_grad: true}
+  w: {value: [0.25, 2, -0.5], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: |
+    return (FORWARD * w).sum()
+loss: "y"
+steps:
+STEPS
+"""
+_GX = """  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+  - {backward: {root: "sum(gx ** 2)"}}
+"""
+
+
+def _zero_run(forward="x.abs()", steps=_GX):
+    import adjoint
+    from adjoint.engine.passes import run_variant
+    from adjoint.values.backends.float64 import Float64Backend
+    problem = adjoint.loads(ZERO.replace("FORWARD", forward).replace("STEPS\n", steps))
+    return run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+
+
+def _zero_torch(forward):
+    x = _t([0.5, -1, 0]).requires_grad_()
+    w = _t([0.25, 2, -0.5]).requires_grad_()
+    gx, = torch.autograd.grad((forward(x) * w).sum(), [x], create_graph=True)
+    (gx ** 2).sum().backward()
+    return x, w
+
+
+@pytest.mark.parametrize("forward,twin", [("x.abs()", torch.abs), ("x.sgn() * x", lambda x: x.sgn() * x)])
+def test_abs_double_backward_leaves_a_zero_tensor_grad(forward, twin):
+    """SgnBackward0's backward is _efficientzerotensor: alone at the leaf AccumulateGrad keeps it as .grad
+    (torch 2.13: ``_is_zerotensor()``), zeros; w's gradient as torch's."""
+    from adjoint.engine.zerotensor import grad_is_zero
+    x, w = _zero_torch(twin)
+    run = _zero_run(forward)
+    assert run.error is None, run.error
+    leaf = run.model.leaves["x"]
+    assert x.grad._is_zerotensor() == grad_is_zero(leaf)
+    assert leaf.grad.a.ravel().tolist() == x.grad.clone().tolist()
+    assert run.model.leaves["w"].grad.a.ravel().tolist() == pytest.approx(w.grad.tolist(), abs=1e-12)
+
+
+def test_a_backward_into_a_zero_tensor_grad_raises_pytorchs_error():
+    """``variable_grad += new_grad`` into the ZeroTensor .grad: PyTorch's RuntimeError, the answer."""
+    x, w = _zero_torch(torch.abs)
+    with pytest.raises(RuntimeError) as exc:
+        (x.abs() * w).sum().backward()
+    run = _zero_run(steps=_GX + "  - forward\n  - backward\n")
+    assert run.error is not None and run.error.type == "RuntimeError"
+    assert run.error.message == str(exc.value)
+
+
+@pytest.mark.parametrize("steps,says", [
+    ("  - {step: {lr: 0.1}}\n", "a step step on a .grad that is"),
+    ("  - {zero_grad: {set_to_none: false}}\n", "a zero_grad step on a .grad that is"),
+])
+def test_a_step_on_a_zero_tensor_grad_is_refused(steps, says):
+    from adjoint.format.errors import ProblemError
+    with pytest.raises(ProblemError, match=says):
+        _zero_run(steps=_GX + steps)
+
+
+def test_a_zero_tensor_into_another_node_is_refused():
+    """Which kernels keep a ZeroTensor one varies (torch 2.13: mm and sum materialize it, mul keeps it, neg makes
+    -0.0): a ZeroTensor gradient reaching a node alone is refused, not guessed."""
+    from adjoint.format.errors import ProblemError
+    with pytest.raises(ProblemError, match="a gradient into MulBackward0 that is PyTorch's efficient zero tensor"):
+        _zero_run("(x * 2).abs()")

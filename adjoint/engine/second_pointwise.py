@@ -1,4 +1,5 @@
 """Backward formulas recorded as ops (see adjoint.engine.second_formulas) for ``sign`` (zeros),
+``abs`` and ``sgn`` (whose real gradient is a ZeroTensor: adjoint.engine.zerotensor),
 ``x - number``
 (``SubBackward1``: C++'s ``tensor - double``, as in ``cosine_embedding_loss``), ``addcmul``,
 ``addcdiv`` and ``logsumexp``.
@@ -27,6 +28,21 @@ def _sign(rt, node, grads, saved, need):
     # another gradient sums it with a recorded AddBackward0)
     g = grads[0]
     return [rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype)]
+
+
+def _abs(rt, node, grads, saved, need):
+    # AbsBackward0: grad * self.sgn(): SgnBackward0 (saving self and result), then MulBackward0
+    s = rt.apply("sgn", [saved["self"]], None, node.loc)
+    return [rt.apply("mul", [grads[0], s], None, node.loc)]
+
+
+def _sgn(rt, node, grads, saved, need):
+    # SgnBackward0: sgn_backward(self, grad, result); of a real self _efficientzerotensor(sgn.sizes()), no graph
+    # (the engine marks it a ZeroTensor: adjoint.engine.zerotensor)
+    x = saved["self"]
+    if str(x.dtype).startswith("complex"):
+        raise NotModelled("SgnBackward0 of a complex tensor")
+    return [rt.tensor(rt.B.zeros(tuple(x.shape)), dtype=x.dtype)]
 
 
 def _addcmul(rt, node, grads, saved, need):
@@ -83,4 +99,4 @@ def _logsumexp(rt, node, grads, saved, need):
     return [rt.apply("mul", [g, e], None, loc)]
 
 
-POINTWISE = {"sub_scalar": _sub_scalar, "sign": _sign, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}
+POINTWISE = {"sub_scalar": _sub_scalar, "sign": _sign, "abs": _abs, "sgn": _sgn, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}
