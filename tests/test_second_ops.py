@@ -106,6 +106,9 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     ("F.l1_loss(h, b, reduction='sum') * h", lambda h, i, b: F.l1_loss(h, b, reduction="sum") * h),
     ("torch.sgn(h) * h", lambda h, i, b: torch.sgn(h) * h),
     ("h.sgn() * b + h.abs()", lambda h, i, b: h.sgn() * b + h.abs()),
+    # PowBackward0 of x ** 0.5: grad * (0.5 * self.pow(-0.5)) (PowBackward0, MulBackward1, MulBackward0)
+    ("(h * h + b) ** 0.5", lambda h, i, b: (h * h + b) ** 0.5),
+    ("(h * h) ** 0.5 * b", lambda h, i, b: (h * h) ** 0.5 * b),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
     ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
     ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),
