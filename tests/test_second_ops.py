@@ -109,6 +109,12 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     # PowBackward0 of x ** 0.5: grad * (0.5 * self.pow(-0.5)) (PowBackward0, MulBackward1, MulBackward0)
     ("(h * h + b) ** 0.5", lambda h, i, b: (h * h + b) ** 0.5),
     ("(h * h) ** 0.5 * b", lambda h, i, b: (h * h) ** 0.5 * b),
+    # ClampBackward0 (tensor bounds): min's and max's where first, then self's; each summed back to its shape
+    ("torch.clamp(h, min=b * 0.5)", lambda h, i, b: torch.clamp(h, min=b * 0.5)),
+    ("torch.clamp(h, max=b[0])", lambda h, i, b: torch.clamp(h, max=b[0])),
+    ("torch.clamp(h, min=b[:, :1] - 1, max=b * 0.5)", lambda h, i, b: torch.clamp(h, min=b[:, :1] - 1, max=b * 0.5)),
+    ("torch.clamp(h[0], min=b - 0.5, max=idx.double())", lambda h, i, b: torch.clamp(h[0], min=b - 0.5, max=i.double())),
+    ("h.clamp(min=b * 0.5, max=b * 0.25)", lambda h, i, b: h.clamp(min=b * 0.5, max=b * 0.25)),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
     ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
     ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),

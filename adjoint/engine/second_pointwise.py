@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.ops.activations import _closed_interval
 from adjoint.engine.second_formulas import NotModelled
 
 
@@ -43,6 +44,43 @@ def _sgn(rt, node, grads, saved, need):
     if str(x.dtype).startswith("complex"):
         raise NotModelled("SgnBackward0 of a complex tensor")
     return [rt.tensor(rt.B.zeros(tuple(x.shape)), dtype=x.dtype)]
+
+
+def _bool(rt, B, mask, shape):
+    """A comparison's bool tensor (no node: comparisons are not differentiable), of the gradient's shape."""
+    return rt.tensor(B.broadcast_to(mask, shape), dtype="bool")
+
+
+def _clamp_tensor(rt, node, grads, saved, need):
+    # ClampBackward0 (clamp with tensor bounds): the generated apply computes min and max first,
+    # clamp_backward_min_max(grad, self, min, max, mask): min's where((self < min).logical_and_(min < max), grad,
+    # zero), then max's where((self > max).logical_or_(max < min), grad, zero) (one bound: self < min, self > max);
+    # then self's clamp_backward: where((self >= min).logical_and_(self <= max), grad, zero). ``zero`` is
+    # at::scalar_tensor(0., grad.options()), the masks bool tensors without nodes: one WhereBackward0 each
+    # (torch 2.13's sequence numbers); validate_outputs sums each back to its input's shape
+    has_lo, has_hi = node.params
+    g, x, loc, B = grads[0], saved["self"], node.loc, rt.B
+    lo, hi = saved.get("min"), saved.get("max")
+    shape = tuple(g.shape)
+    one, zero_v = B.full(shape, 1), B.zeros(shape)
+
+    def where(mask):
+        return rt.apply("where", [g, rt.tensor(B.zeros(()), dtype=g.dtype), _bool(rt, B, mask, shape)], None, loc)
+
+    out = [None, None, None]
+    if need[1] and has_lo:
+        below = B.choose(B.sub(x.value, lo.value), "<", one, zero_v)
+        if has_hi:
+            below = B.choose(B.sub(lo.value, hi.value), "<", below, zero_v)
+        out[1] = where(below)
+    if need[2] and has_hi:
+        above = B.choose(B.sub(x.value, hi.value), ">", one, zero_v)
+        if has_lo:
+            above = B.choose(B.sub(hi.value, lo.value), "<", one, above)
+        out[2] = where(above)
+    if need[0]:
+        out[0] = where(_closed_interval(B, x.value, one, lo.value if has_lo else None, hi.value if has_hi else None))
+    return out
 
 
 def _addcmul(rt, node, grads, saved, need):
@@ -99,4 +137,4 @@ def _logsumexp(rt, node, grads, saved, need):
     return [rt.apply("mul", [g, e], None, loc)]
 
 
-POINTWISE = {"sub_scalar": _sub_scalar, "sign": _sign, "abs": _abs, "sgn": _sgn, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}
+POINTWISE = {"sub_scalar": _sub_scalar, "sign": _sign, "abs": _abs, "sgn": _sgn, "clamp_tensor": _clamp_tensor, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}
