@@ -115,6 +115,16 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     ("torch.clamp(h, min=b[:, :1] - 1, max=b * 0.5)", lambda h, i, b: torch.clamp(h, min=b[:, :1] - 1, max=b * 0.5)),
     ("torch.clamp(h[0], min=b - 0.5, max=idx.double())", lambda h, i, b: torch.clamp(h[0], min=b - 0.5, max=i.double())),
     ("h.clamp(min=b * 0.5, max=b * 0.25)", lambda h, i, b: h.clamp(min=b * 0.5, max=b * 0.25)),
+    # norm_backward of orders 1 (self.sgn() * grad) and +-inf (an unused AbsBackward0, then
+    # self.sgn() * ((grad / count) * mask)): LinalgVectorNormBackward0, NormBackward1 (pairwise_distance)
+    ("h.norm(1)", lambda h, i, b: h.norm(1)),
+    ("torch.norm(h, 1, 1) * b[0, :2]", lambda h, i, b: torch.norm(h, 1, 1) * b[0, :2]),
+    ("h.norm(float('inf'), 0, keepdim=True)", lambda h, i, b: h.norm(float("inf"), 0, keepdim=True)),
+    ("(h * h).norm(float('inf'))", lambda h, i, b: (h * h).norm(float("inf"))),
+    ("h.norm(float('-inf'), 1)", lambda h, i, b: h.norm(float("-inf"), 1)),
+    ("F.pairwise_distance(h, b, p=1)", lambda h, i, b: F.pairwise_distance(h, b, p=1)),
+    ("F.pairwise_distance(h, b)", lambda h, i, b: F.pairwise_distance(h, b)),
+    ("F.triplet_margin_loss(h, b, b * 0.5)", lambda h, i, b: F.triplet_margin_loss(h, b, b * 0.5)),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
     ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
     ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),

@@ -144,20 +144,38 @@ def _prod_dim(rt, node, grads, saved, need):
 
 
 def _norm(rt, node, grads, saved, need):
-    # LinalgVectorNormBackward0, ord 2: norm_backward: without keepdim (and a self that is not 0-d) grad, then
-    # norm, unsqueezed at the dims; grad * (self / norm).masked_fill_(norm == 0, 0): DivBackward0,
-    # MaskedFillBackward0, MulBackward0
+    # LinalgVectorNormBackward0 / NormBackward1: norm_backward(grad, self, p, norm, dim, keepdim): without keepdim
+    # (and a self that is not 0-d) grad, then norm, unsqueezed at the dims; then by the order (FunctionsManual.cpp):
+    # 2: grad * (self / norm).masked_fill_(norm == 0, 0): DivBackward0, MaskedFillBackward0, MulBackward0;
+    # 1: self.sgn() * grad: SgnBackward0, MulBackward0;
+    # +-inf: self_abs = self.abs() (an AbsBackward0 nothing uses: the mask self_abs == norm | isnan is a bool tensor
+    # without node), then self.sgn() * ((grad / mask.sum(dim, true)) * mask), the right operand first:
+    # DivBackward0 (an int64 count), MulBackward0, SgnBackward0, MulBackward0 (torch 2.13's sequence numbers).
+    # Other orders write in place (pow_, masked_fill_ of a new tensor): not built
     from adjoint.engine.ops.reductions import norm_params
     order, dims, keepdim = norm_params(node.params)
-    if order != 2:
+    if order not in (1, 2, "inf", "-inf"):
         raise NotModelled(f"{node.name} of order {order}")
-    x, norm, g = saved["self"], saved["result"], grads[0]
+    x, norm, g, loc = saved["self"], saved["result"], grads[0], node.loc
     if not keepdim and x.shape:
-        g = _unsqueeze_multiple(rt, g, dims, len(x.shape), node.loc)
-        norm = _unsqueeze_multiple(rt, norm, dims, len(x.shape), node.loc)
-    q = rt.apply("div", [x, norm], None, node.loc)
-    safe = rt.apply("masked_fill", [q, _zero_mask(rt, norm)], 0, node.loc)
-    return [rt.apply("mul", [g, safe], None, node.loc)]
+        g = _unsqueeze_multiple(rt, g, dims, len(x.shape), loc)
+        norm = _unsqueeze_multiple(rt, norm, dims, len(x.shape), loc)
+    if order == 1:
+        return [rt.apply("mul", [rt.apply("sgn", [x], None, loc), g], None, loc)]
+    if order == 2:
+        q = rt.apply("div", [x, norm], None, loc)
+        safe = rt.apply("masked_fill", [q, _zero_mask(rt, norm)], 0, loc)
+        return [rt.apply("mul", [g, safe], None, loc)]
+    B = rt.B
+    shape = tuple(x.shape)
+    a = rt.apply("abs", [x], None, loc)
+    nan = B.choose(B.sub(a.value, a.value), "!=", B.full(shape, 1), B.zeros(shape))   # isnan: nan - nan is nan
+    equal = B.broadcast_to(compare_forward(B, [a.value, norm.value], "eq"), shape)
+    mask = B.choose(B.add(equal, nan), ">", B.full(shape, 1), B.zeros(shape))
+    all_dims = tuple(range(len(shape))) if not dims else tuple(d % len(shape) for d in dims)
+    count = rt.tensor(B.sum_dims(mask, all_dims, True), dtype="int64")
+    share = rt.apply("mul", [rt.apply("div", [g, count], None, loc), _bool(rt, mask)], None, loc)
+    return [rt.apply("mul", [rt.apply("sgn", [x], None, loc), share], None, loc)]
 
 
 def _erf(rt, node, grads, saved, need):
@@ -198,6 +216,7 @@ def _mish(rt, node, grads, saved, need):
 
 REDUCTIONS = {
     "var": _var, "std": _std, "amax": _amax, "amin": _amax, "prod": _prod, "prod_dim": _prod_dim, "norm": _norm,
+    "norm_p": _norm,
     "erf": _erf, "log2": _log_base(math.log(2)), "log10": _log_base(math.log(10)), "hardswish": _hardswish,
     "mish": _mish,
 }
