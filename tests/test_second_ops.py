@@ -123,6 +123,12 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     ("(h * h).norm(float('inf'))", lambda h, i, b: (h * h).norm(float("inf"))),
     ("h.norm(float('-inf'), 1)", lambda h, i, b: h.norm(float("-inf"), 1)),
     ("F.pairwise_distance(h, b, p=1)", lambda h, i, b: F.pairwise_distance(h, b, p=1)),
+    # other orders: self.abs().pow_(e) in place (PowBackward0, its saved clone drawing a sequence_nr), masked_fill_
+    ("h.norm(3)", lambda h, i, b: h.norm(3)),
+    ("torch.norm(h, 3, 1, keepdim=True) * b", lambda h, i, b: torch.norm(h, 3, 1, keepdim=True) * b),
+    ("h.norm(1.5, 0)", lambda h, i, b: h.norm(1.5, 0)),
+    ("h.norm(0.5, 1)", lambda h, i, b: h.norm(0.5, 1)),
+    ("F.pairwise_distance(h, b, p=3)", lambda h, i, b: F.pairwise_distance(h, b, p=3)),
     ("F.pairwise_distance(h, b)", lambda h, i, b: F.pairwise_distance(h, b)),
     ("F.triplet_margin_loss(h, b, b * 0.5)", lambda h, i, b: F.triplet_margin_loss(h, b, b * 0.5)),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
