@@ -129,8 +129,13 @@ class SecondEngine(Engine):
         if not self.create_graph or current is None or new is None:
             return super().sum_into(current, new, sender)
         out = self.rt.apply("add", [current, new], None, self.loc)   # old_var + var
-        if zerotensor.is_zero(self, current) and zerotensor.is_zero(self, new):
+        zero_current, zero_new = zerotensor.is_zero(self, current), zerotensor.is_zero(self, new)
+        if zero_current and zero_new:
             zerotensor.mark(self, out)   # add_zerotensor of two: a ZeroTensor (neither requires grad: no node)
+        elif zero_current or zero_new:   # add_zerotensor: a copy of the other operand (its -0.0 kept)
+            out.value = (new if zero_current else current).value
+            if out.grad_fn is not None:
+                out.grad_fn.output_values = [out.value]
         return out
 
     def note_seen(self, node, inputs) -> None:
