@@ -161,7 +161,7 @@ def _norm(rt, node, grads, saved, need):
     from adjoint.engine.ops.reductions import norm_params
     order, dims, keepdim = norm_params(node.params)
     if order not in (1, 2, "inf", "-inf") and not _dyadic(order):
-        raise NotModelled(f"{node.name} of order {order}")
+        raise NotModelled(f"{node.name} of order {order if isinstance(order, str) else format(float(order), 'g')}")
     x, norm, g, loc = saved["self"], saved["result"], grads[0], node.loc
     if not keepdim and x.shape:
         g = _unsqueeze_multiple(rt, g, dims, len(x.shape), loc)
