@@ -68,8 +68,8 @@ def check_inputs(engine, node, inputs) -> None:
         if t.backward_hooks or t.post_accumulate_hooks:
             refuse(node.loc, f"a hook on {t.name or 'a leaf'} handed")
         return
-    if info is not None and not info["needed"]:
-        return
+    if info is not None and not info["needed"] and not node.tensor_pre_hooks and not node.retains_grad_hooks:
+        return   # autograd.grad does not run it (nor hand the tensor to anything)
     refuse(node.loc, f"a gradient into {node.name} that is")
 
 
