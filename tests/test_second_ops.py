@@ -252,3 +252,21 @@ def test_a_zero_tensor_into_another_node_is_refused():
     from adjoint.format.errors import ProblemError
     with pytest.raises(ProblemError, match="a gradient into MulBackward0 that is PyTorch's efficient zero tensor"):
         _zero_run("(x * 2).abs()")
+
+
+@pytest.mark.parametrize("steps,hooks,says", [
+    ("  - forward\n  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}\n"
+     "  - {backward: {method: grad, inputs: [x], root: \"sum(gx ** 2)\", as: [hx]}}\n", "",
+     "autograd.grad's result being PyTorch's efficient zero tensor"),
+    (_GX, "hooks:\n  - {tensor: x}\n", "a hook on x handed PyTorch's efficient zero tensor"),
+    (_GX + "  - forward\n", "hooks:\n  - {tensor: w}\n", "a file with hooks where a .grad is PyTorch's efficient zero"),
+])
+def test_a_zero_tensor_a_hook_or_autograd_grad_would_see_is_refused(steps, hooks, says):
+    """torch 2.13 hands these the ZeroTensor itself (a hook's in-place write raises "ZeroTensors are immutable",
+    ``autograd.grad``'s result is one): refused, located at the abs that made it."""
+    import adjoint
+    from adjoint.format.errors import ProblemError
+    text = ZERO.replace("FORWARD", "x.abs()").replace("STEPS\n", steps) + hooks
+    with pytest.raises(ProblemError, match=says) as exc:
+        adjoint.loads(text).solve()
+    assert exc.value.loc is not None

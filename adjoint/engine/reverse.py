@@ -344,7 +344,7 @@ class Engine:
             return self.post_hooks(node, [], inputs)
         outputs = self.apply(node, inputs)
         if zerotensor.makes_zero(node):   # sgn_backward of a real self: _efficientzerotensor
-            outputs = [zerotensor.mark(self, g) for g in outputs]
+            outputs = [zerotensor.mark(self, g, node.loc) for g in outputs]
         if not self.retain_graph:
             for sv in node.saved:
                 sv.released = True

@@ -131,7 +131,7 @@ class SecondEngine(Engine):
         out = self.rt.apply("add", [current, new], None, self.loc)   # old_var + var
         zero_current, zero_new = zerotensor.is_zero(self, current), zerotensor.is_zero(self, new)
         if zero_current and zero_new:
-            zerotensor.mark(self, out)   # add_zerotensor of two: a ZeroTensor (neither requires grad: no node)
+            zerotensor.mark(self, out, self.loc)   # add_zerotensor of two: a ZeroTensor (neither requires grad: no node)
         elif zero_current or zero_new:   # add_zerotensor: a copy of the other operand (its -0.0 kept)
             out.value = (new if zero_current else current).value
             if out.grad_fn is not None:

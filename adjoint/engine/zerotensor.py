@@ -38,14 +38,20 @@ def makes_zero(node) -> bool:
     return node.kind == "op" and node.op.name == "sgn" and not str(node.inputs[0].dtype).startswith("complex")
 
 
-def mark(engine, g):
+def mark(engine, g, loc=None):
+    """Keep ``g`` as a ZeroTensor of this backward, with where it was made (the SgnBackward0 node's line)."""
     if g is not None:
-        engine.zero_grads[id(g)] = g
+        engine.zero_grads[id(g)] = (g, loc)
     return g
 
 
 def is_zero(engine, g) -> bool:
-    return g is not None and engine.zero_grads.get(id(g)) is g
+    held = engine.zero_grads.get(id(g)) if g is not None else None
+    return held is not None and held[0] is g
+
+
+def _origin(engine, inputs):
+    return next(engine.zero_grads[id(g)][1] for g in inputs if is_zero(engine, g))
 
 
 def grad_is_zero(t) -> bool:
@@ -61,16 +67,17 @@ def check_inputs(engine, node, inputs) -> None:
     if not zeros:
         return
     info = engine.exec_info.get(node) if engine.exec_info else None
+    origin = _origin(engine, inputs)
     if info and any(nr in zeros for nr, _ in info["captures"]):
-        refuse(node.loc, "autograd.grad's result being")
+        refuse(origin, "autograd.grad's result being")
     if node.is_accumulate:
         t = node.variable
         if t.backward_hooks or t.post_accumulate_hooks:
-            refuse(node.loc, f"a hook on {t.name or 'a leaf'} handed")
+            refuse(origin, f"a hook on {t.name or 'a leaf'} handed")
         return
     if info is not None and not info["needed"] and not node.tensor_pre_hooks and not node.retains_grad_hooks:
         return   # autograd.grad does not run it (nor hand the tensor to anything)
-    refuse(node.loc, f"a gradient into {node.name} that is")
+    refuse(node.loc or origin, f"a gradient into {node.name} that is")
 
 
 def check_step(leaves, step, hooks: tuple) -> None:
