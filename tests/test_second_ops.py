@@ -1,6 +1,8 @@
 """Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
 convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
-(NativeBatchNormBackwardBackward0), 2-D average and max pooling, sign (SignBackward0's zeros) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
+(NativeBatchNormBackwardBackward0), 2-D average and max pooling, sign (SignBackward0's zeros), a same-sizes view
+(ViewBackward0), abs / sgn (and SgnBackward0's efficient zero tensor), x ** 0.5, clamp with tensor bounds and the
+vector norms of orders 1, inf and others: the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
