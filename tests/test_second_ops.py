@@ -1,6 +1,8 @@
 """Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
 convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
-(NativeBatchNormBackwardBackward0), 2-D average and max pooling, sign (SignBackward0's zeros) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
+(NativeBatchNormBackwardBackward0), 2-D average and max pooling, sign (SignBackward0's zeros), a same-sizes view
+(ViewBackward0), abs / sgn (and SgnBackward0's efficient zero tensor), x ** 0.5, clamp with tensor bounds and the
+vector norms of orders 1, inf and others: the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
@@ -97,6 +99,40 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     ("torch.sign(h) * h", lambda h, i, b: torch.sign(h) * h),
     ("torch.sign(h - 0.1) * b + h", lambda h, i, b: torch.sign(h - 0.1) * b + h),
     ("torch.sign(h).sum() * h", lambda h, i, b: torch.sign(h).sum() * h),
+    # AbsBackward0: grad * self.sgn() (SgnBackward0, then MulBackward0); SgnBackward0's backward hands on a
+    # ZeroTensor, summed with the other gradient out of place (a recorded AddBackward0 under create_graph)
+    ("torch.abs(h)", lambda h, i, b: torch.abs(h)),
+    ("h.abs() * b", lambda h, i, b: h.abs() * b),
+    ("F.softsign(h)", lambda h, i, b: F.softsign(h)),
+    ("F.l1_loss(h, b)", lambda h, i, b: F.l1_loss(h, b)),
+    ("F.l1_loss(h, b, reduction='sum') * h", lambda h, i, b: F.l1_loss(h, b, reduction="sum") * h),
+    ("torch.sgn(h) * h", lambda h, i, b: torch.sgn(h) * h),
+    ("h.sgn() * b + h.abs()", lambda h, i, b: h.sgn() * b + h.abs()),
+    # PowBackward0 of x ** 0.5: grad * (0.5 * self.pow(-0.5)) (PowBackward0, MulBackward1, MulBackward0)
+    ("(h * h + b) ** 0.5", lambda h, i, b: (h * h + b) ** 0.5),
+    ("(h * h) ** 0.5 * b", lambda h, i, b: (h * h) ** 0.5 * b),
+    # ClampBackward0 (tensor bounds): min's and max's where first, then self's; each summed back to its shape
+    ("torch.clamp(h, min=b * 0.5)", lambda h, i, b: torch.clamp(h, min=b * 0.5)),
+    ("torch.clamp(h, max=b[0])", lambda h, i, b: torch.clamp(h, max=b[0])),
+    ("torch.clamp(h, min=b[:, :1] - 1, max=b * 0.5)", lambda h, i, b: torch.clamp(h, min=b[:, :1] - 1, max=b * 0.5)),
+    ("torch.clamp(h[0], min=b - 0.5, max=idx.double())", lambda h, i, b: torch.clamp(h[0], min=b - 0.5, max=i.double())),
+    ("h.clamp(min=b * 0.5, max=b * 0.25)", lambda h, i, b: h.clamp(min=b * 0.5, max=b * 0.25)),
+    # norm_backward of orders 1 (self.sgn() * grad) and +-inf (an unused AbsBackward0, then
+    # self.sgn() * ((grad / count) * mask)): LinalgVectorNormBackward0, NormBackward1 (pairwise_distance)
+    ("h.norm(1)", lambda h, i, b: h.norm(1)),
+    ("torch.norm(h, 1, 1) * b[0, :2]", lambda h, i, b: torch.norm(h, 1, 1) * b[0, :2]),
+    ("h.norm(float('inf'), 0, keepdim=True)", lambda h, i, b: h.norm(float("inf"), 0, keepdim=True)),
+    ("(h * h).norm(float('inf'))", lambda h, i, b: (h * h).norm(float("inf"))),
+    ("h.norm(float('-inf'), 1)", lambda h, i, b: h.norm(float("-inf"), 1)),
+    ("F.pairwise_distance(h, b, p=1)", lambda h, i, b: F.pairwise_distance(h, b, p=1)),
+    # other orders: self.abs().pow_(e) in place (PowBackward0, its saved clone drawing a sequence_nr), masked_fill_
+    ("h.norm(3)", lambda h, i, b: h.norm(3)),
+    ("torch.norm(h, 3, 1, keepdim=True) * b", lambda h, i, b: torch.norm(h, 3, 1, keepdim=True) * b),
+    ("h.norm(1.5, 0)", lambda h, i, b: h.norm(1.5, 0)),
+    ("h.norm(0.5, 1)", lambda h, i, b: h.norm(0.5, 1)),
+    ("F.pairwise_distance(h, b, p=3)", lambda h, i, b: F.pairwise_distance(h, b, p=3)),
+    ("F.pairwise_distance(h, b)", lambda h, i, b: F.pairwise_distance(h, b)),
+    ("F.triplet_margin_loss(h, b, b * 0.5)", lambda h, i, b: F.triplet_margin_loss(h, b, b * 0.5)),
     # ViewBackward0's grad.reshape(self.sizes()) records a ViewBackward0 even when the sizes are the gradient's own
     ("h.view(2, 3) * h", lambda h, i, b: h.view(2, 3) * h),
     ("h.reshape(2, 3) * h", lambda h, i, b: h.reshape(2, 3) * h),
@@ -140,3 +176,99 @@ def test_batch_norm_with_a_bias_and_no_weight_is_refused():
         ((ga ** 2).sum() + (gb * a).sum()).backward()
     with pytest.raises(ProblemError, match="create_graph through NativeBatchNormBackward0 with a bias and no weight"):
         adjoint.loads(BIAS_NO_WEIGHT).solve()
+
+
+ZERO = """
+name: zero-tensor
+dtype: float64
+inputs:
+  x: {value: [0.5, -1, 0], requires_grad: true}
+  w: {value: [0.25, 2, -0.5], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: |
+    return (FORWARD * w).sum()
+loss: "y"
+steps:
+STEPS
+"""
+_GX = """  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+  - {backward: {root: "sum(gx ** 2)"}}
+"""
+
+
+def _zero_run(forward="x.abs()", steps=_GX):
+    import adjoint
+    from adjoint.engine.passes import run_variant
+    from adjoint.values.backends.float64 import Float64Backend
+    problem = adjoint.loads(ZERO.replace("FORWARD", forward).replace("STEPS\n", steps))
+    return run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+
+
+def _zero_torch(forward):
+    x = _t([0.5, -1, 0]).requires_grad_()
+    w = _t([0.25, 2, -0.5]).requires_grad_()
+    gx, = torch.autograd.grad((forward(x) * w).sum(), [x], create_graph=True)
+    (gx ** 2).sum().backward()
+    return x, w
+
+
+@pytest.mark.parametrize("forward,twin", [("x.abs()", torch.abs), ("x.sgn() * x", lambda x: x.sgn() * x)])
+def test_abs_double_backward_leaves_a_zero_tensor_grad(forward, twin):
+    """SgnBackward0's backward is _efficientzerotensor: alone at the leaf AccumulateGrad keeps it as .grad
+    (torch 2.13: ``_is_zerotensor()``), zeros; w's gradient as torch's."""
+    from adjoint.engine.zerotensor import grad_is_zero
+    x, w = _zero_torch(twin)
+    run = _zero_run(forward)
+    assert run.error is None, run.error
+    leaf = run.model.leaves["x"]
+    assert x.grad._is_zerotensor() == grad_is_zero(leaf)
+    assert leaf.grad.a.ravel().tolist() == x.grad.clone().tolist()
+    assert run.model.leaves["w"].grad.a.ravel().tolist() == pytest.approx(w.grad.tolist(), abs=1e-12)
+
+
+def test_a_backward_into_a_zero_tensor_grad_raises_pytorchs_error():
+    """``variable_grad += new_grad`` into the ZeroTensor .grad: PyTorch's RuntimeError, the answer."""
+    x, w = _zero_torch(torch.abs)
+    with pytest.raises(RuntimeError) as exc:
+        (x.abs() * w).sum().backward()
+    run = _zero_run(steps=_GX + "  - forward\n  - backward\n")
+    assert run.error is not None and run.error.type == "RuntimeError"
+    assert run.error.message == str(exc.value)
+
+
+@pytest.mark.parametrize("steps,says", [
+    ("  - {step: {lr: 0.1}}\n", "a step step on a .grad that is"),
+    ("  - {zero_grad: {set_to_none: false}}\n", "a zero_grad step on a .grad that is"),
+])
+def test_a_step_on_a_zero_tensor_grad_is_refused(steps, says):
+    from adjoint.format.errors import ProblemError
+    with pytest.raises(ProblemError, match=says):
+        _zero_run(steps=_GX + steps)
+
+
+def test_a_zero_tensor_into_another_node_is_refused():
+    """Which kernels keep a ZeroTensor one varies (torch 2.13: mm and sum materialize it, mul keeps it, neg makes
+    -0.0): a ZeroTensor gradient reaching a node alone is refused, not guessed."""
+    from adjoint.format.errors import ProblemError
+    with pytest.raises(ProblemError, match="a gradient into MulBackward0 that is PyTorch's efficient zero tensor"):
+        _zero_run("(x * 2).abs()")
+
+
+@pytest.mark.parametrize("steps,hooks,says", [
+    ("  - forward\n  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}\n"
+     "  - {backward: {method: grad, inputs: [x], root: \"sum(gx ** 2)\", as: [hx]}}\n", "",
+     "autograd.grad's result being PyTorch's efficient zero tensor"),
+    (_GX, "hooks:\n  - {tensor: x}\n", "a hook on x handed PyTorch's efficient zero tensor"),
+    (_GX + "  - forward\n", "hooks:\n  - {tensor: w}\n", "a file with hooks where a .grad is PyTorch's efficient zero"),
+])
+def test_a_zero_tensor_a_hook_or_autograd_grad_would_see_is_refused(steps, hooks, says):
+    """torch 2.13 hands these the ZeroTensor itself (a hook's in-place write raises "ZeroTensors are immutable",
+    ``autograd.grad``'s result is one): refused, located at the abs that made it."""
+    import adjoint
+    from adjoint.format.errors import ProblemError
+    text = ZERO.replace("FORWARD", "x.abs()").replace("STEPS\n", steps) + hooks
+    with pytest.raises(ProblemError, match=says) as exc:
+        adjoint.loads(text).solve()
+    assert exc.value.loc is not None

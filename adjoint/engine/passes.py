@@ -19,6 +19,7 @@ from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import ForwardResult, Model
 from adjoint.engine.graph import Tensor
+from adjoint.engine import zerotensor
 from adjoint.engine.gradalias import held_tensor
 from adjoint.format.problem import OUTPUT, Problem, Step, Variant
 from adjoint.engine.hook_registration import Registrations
@@ -178,6 +179,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     for index, step in enumerate(steps):
         during = "backward" if step.kind == "backward" else "read" if step.kind == "read" else "forward"
         reg.step = index   # saved_tensors blocks with during: are around the steps they list
+        zerotensor.check_step(model.leaves.values(), step, variant.hooks)   # a ZeroTensor .grad (abs's double backward) left by a backward
         try:
             if step.kind == "forward":
                 run_forward(run, step)

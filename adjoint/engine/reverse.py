@@ -34,7 +34,7 @@ from adjoint.engine.graph import Edge, Node, Tensor
 from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
-from adjoint.engine import warns
+from adjoint.engine import warns, zerotensor
 from adjoint.engine.gradalias import Aliases, gradient_strides, output_objs, root_gradient
 from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
@@ -156,6 +156,7 @@ class Engine:
         self.exec_info: dict[Node, dict] = {}
         self.deps: dict[Node, int] = {}
         self.multi_states: dict[int, MultiGradState] = {}   # this backward's state of each multi-grad hook
+        self.zero_grads: dict[int, object] = {}   # this backward's ZeroTensor gradients (adjoint.engine.zerotensor)
 
     # ------------------------------------------------------------ run
     def run(self, req: BackwardRequest) -> BackwardResult:
@@ -231,6 +232,10 @@ class Engine:
         may overflow: ``sender``, the node whose gradient is added, locates a refusal)."""
         if new is None or current is None:
             return current if new is None else new
+        if self.zero_grads and (zerotensor.is_zero(self, current) or zerotensor.is_zero(self, new)):
+            # old_var + var out of place (can_accumulate_inplace refuses a ZeroTensor): add_zerotensor's copy
+            # of the other operand, a ZeroTensor when both are
+            return new if zerotensor.is_zero(self, current) else current
         return self.B.after_backward(self.B.add(current, new), sender.loc if sender is not None else None,
                                      "the sum of two gradients" + (f" (one from {sender.name})" if sender is not None else ""))
 
@@ -310,6 +315,8 @@ class Engine:
 
     # ------------------------------------------------------------ one node
     def evaluate(self, node: Node, inputs: list):
+        if self.zero_grads:
+            zerotensor.check_inputs(self, node, inputs)
         alias = self.alias
         alias.objs = alias.take(node, len(inputs))
         alias.out_objs = []
@@ -336,6 +343,8 @@ class Engine:
             self.accumulate(node, inputs[0])
             return self.post_hooks(node, [], inputs)
         outputs = self.apply(node, inputs)
+        if zerotensor.makes_zero(node):   # sgn_backward of a real self: _efficientzerotensor
+            outputs = [zerotensor.mark(self, g, node.loc) for g in outputs]
         if not self.retain_graph:
             for sv in node.saved:
                 sv.released = True
@@ -363,7 +372,11 @@ class Engine:
         # AccumulateGrad::apply returns at once for a leaf that no longer requires grad (a hook
         # ran requires_grad_(False) on it after the forward): its .grad is left as it is
         if grad is not None and t.requires_grad:
+            if zerotensor.grad_is_zero(t):   # variable_grad += new_grad, into a ZeroTensor
+                raise TorchError("RuntimeError", zerotensor.IMMUTABLE)
             first = t.grad is None
+            if first and zerotensor.is_zero(self, grad):   # new_grad.detach(): .grad is the ZeroTensor
+                t.zero_grad_value = grad
             self.alias.accumulated(t, first, self.alias.objs[0])
             held = getattr(t, "grad_tensor", None)   # a .grad a create_graph backward made: a tensor with a graph
             current = held is not None and held.value is t.grad and held.grad_fn is not None

@@ -21,7 +21,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Edge, Node, Tensor
 from adjoint.engine.reverse import BackwardResult, Engine, backward_error, slot_shape
 from adjoint.engine.runtime import TorchError
-from adjoint.engine import warns
+from adjoint.engine import warns, zerotensor
 from adjoint.engine.complex_grad import zeros as zeros_of
 from adjoint.engine.second_formulas import FORMULAS as _FORMULAS, NotModelled, sum_to
 from adjoint.engine.second_reductions import REDUCTIONS
@@ -129,7 +129,15 @@ class SecondEngine(Engine):
     def sum_into(self, current, new, sender=None):
         if not self.create_graph or current is None or new is None:
             return super().sum_into(current, new, sender)
-        return self.rt.apply("add", [current, new], None, self.loc)   # old_var + var
+        out = self.rt.apply("add", [current, new], None, self.loc)   # old_var + var
+        zero_current, zero_new = zerotensor.is_zero(self, current), zerotensor.is_zero(self, new)
+        if zero_current and zero_new:
+            zerotensor.mark(self, out, self.loc)   # add_zerotensor of two: a ZeroTensor (neither requires grad: no node)
+        elif zero_current or zero_new:   # add_zerotensor: a copy of the other operand (its -0.0 kept)
+            out.value = (new if zero_current else current).value
+            if out.grad_fn is not None:
+                out.grad_fn.output_values = [out.value]
+        return out
 
     def note_seen(self, node, inputs) -> None:
         super().note_seen(node, [x.value if isinstance(x, Tensor) else x for x in inputs])
@@ -280,7 +288,9 @@ class SecondEngine(Engine):
             return super().accumulate(node, grad)
         t = node.variable
         rt = self.rt
-        if grad is not None and t.requires_grad:   # see ReverseEngine.accumulate
+        if grad is not None and t.requires_grad and zerotensor.grad_is_zero(t):
+            zerotensor.refuse(self.loc, "a create_graph backward accumulating into a .grad that is")
+        if grad is not None and t.requires_grad:   # see ReverseEngine.accumulate; a ZeroTensor is cloned: zeros
             if t.grad is None:
                 new = self.copy_of(grad)
             else:

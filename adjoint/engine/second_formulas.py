@@ -71,8 +71,6 @@ def _pow_scalar(rt, node, grads, saved, need):
     x = saved["self"]
     if p == 0:
         return [rt.tensor(rt.B.zeros(x.shape))]
-    if p == Fraction(1, 2):
-        raise NotModelled("PowBackward0 of x ** 0.5")   # its value at 0 is not checked against torch yet
     local = rt.apply("mul_scalar", [rt.apply("pow_scalar", [x], p - 1, node.loc)], p, node.loc)
     return [rt.apply("mul", [grads[0], local], None, node.loc)]
 

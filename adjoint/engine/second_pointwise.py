@@ -1,4 +1,5 @@
 """Backward formulas recorded as ops (see adjoint.engine.second_formulas) for ``sign`` (zeros),
+``abs`` and ``sgn`` (whose real gradient is a ZeroTensor: adjoint.engine.zerotensor),
 ``x - number``
 (``SubBackward1``: C++'s ``tensor - double``, as in ``cosine_embedding_loss``), ``addcmul``,
 ``addcdiv`` and ``logsumexp``.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.ops.activations import _closed_interval
 from adjoint.engine.second_formulas import NotModelled
 
 
@@ -27,6 +29,58 @@ def _sign(rt, node, grads, saved, need):
     # another gradient sums it with a recorded AddBackward0)
     g = grads[0]
     return [rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype)]
+
+
+def _abs(rt, node, grads, saved, need):
+    # AbsBackward0: grad * self.sgn(): SgnBackward0 (saving self and result), then MulBackward0
+    s = rt.apply("sgn", [saved["self"]], None, node.loc)
+    return [rt.apply("mul", [grads[0], s], None, node.loc)]
+
+
+def _sgn(rt, node, grads, saved, need):
+    # SgnBackward0: sgn_backward(self, grad, result); of a real self _efficientzerotensor(sgn.sizes()), no graph
+    # (the engine marks it a ZeroTensor: adjoint.engine.zerotensor)
+    x = saved["self"]
+    if str(x.dtype).startswith("complex"):
+        raise NotModelled("SgnBackward0 of a complex tensor")
+    return [rt.tensor(rt.B.zeros(tuple(x.shape)), dtype=x.dtype)]
+
+
+def _bool(rt, B, mask, shape):
+    """A comparison's bool tensor (no node: comparisons are not differentiable), of the gradient's shape."""
+    return rt.tensor(B.broadcast_to(mask, shape), dtype="bool")
+
+
+def _clamp_tensor(rt, node, grads, saved, need):
+    # ClampBackward0 (clamp with tensor bounds): the generated apply computes min and max first,
+    # clamp_backward_min_max(grad, self, min, max, mask): min's where((self < min).logical_and_(min < max), grad,
+    # zero), then max's where((self > max).logical_or_(max < min), grad, zero) (one bound: self < min, self > max);
+    # then self's clamp_backward: where((self >= min).logical_and_(self <= max), grad, zero). ``zero`` is
+    # at::scalar_tensor(0., grad.options()), the masks bool tensors without nodes: one WhereBackward0 each
+    # (torch 2.13's sequence numbers); validate_outputs sums each back to its input's shape
+    has_lo, has_hi = node.params
+    g, x, loc, B = grads[0], saved["self"], node.loc, rt.B
+    lo, hi = saved.get("min"), saved.get("max")
+    shape = tuple(g.shape)
+    one, zero_v = B.full(shape, 1), B.zeros(shape)
+
+    def where(mask):
+        return rt.apply("where", [g, rt.tensor(B.zeros(()), dtype=g.dtype), _bool(rt, B, mask, shape)], None, loc)
+
+    out = [None, None, None]
+    if need[1] and has_lo:
+        below = B.choose(B.sub(x.value, lo.value), "<", one, zero_v)
+        if has_hi:
+            below = B.choose(B.sub(lo.value, hi.value), "<", below, zero_v)
+        out[1] = where(below)
+    if need[2] and has_hi:
+        above = B.choose(B.sub(x.value, hi.value), ">", one, zero_v)
+        if has_lo:
+            above = B.choose(B.sub(hi.value, lo.value), "<", one, above)
+        out[2] = where(above)
+    if need[0]:
+        out[0] = where(_closed_interval(B, x.value, one, lo.value if has_lo else None, hi.value if has_hi else None))
+    return out
 
 
 def _addcmul(rt, node, grads, saved, need):
@@ -83,4 +137,4 @@ def _logsumexp(rt, node, grads, saved, need):
     return [rt.apply("mul", [g, e], None, loc)]
 
 
-POINTWISE = {"sub_scalar": _sub_scalar, "sign": _sign, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}
+POINTWISE = {"sub_scalar": _sub_scalar, "sign": _sign, "abs": _abs, "sgn": _sgn, "clamp_tensor": _clamp_tensor, "addcmul": _addcmul, "addcdiv": _addcdiv, "logsumexp": _logsumexp}

@@ -144,20 +144,66 @@ def _prod_dim(rt, node, grads, saved, need):
 
 
 def _norm(rt, node, grads, saved, need):
-    # LinalgVectorNormBackward0, ord 2: norm_backward: without keepdim (and a self that is not 0-d) grad, then
-    # norm, unsqueezed at the dims; grad * (self / norm).masked_fill_(norm == 0, 0): DivBackward0,
-    # MaskedFillBackward0, MulBackward0
+    # LinalgVectorNormBackward0 / NormBackward1: norm_backward(grad, self, p, norm, dim, keepdim): without keepdim
+    # (and a self that is not 0-d) grad, then norm, unsqueezed at the dims; then by the order (FunctionsManual.cpp):
+    # 2: grad * (self / norm).masked_fill_(norm == 0, 0): DivBackward0, MaskedFillBackward0, MulBackward0;
+    # 1: self.sgn() * grad: SgnBackward0, MulBackward0;
+    # +-inf: self_abs = self.abs() (an AbsBackward0 nothing uses: the mask self_abs == norm | isnan is a bool tensor
+    # without node), then self.sgn() * ((grad / mask.sum(dim, true)) * mask), the right operand first:
+    # DivBackward0 (an int64 count), MulBackward0, SgnBackward0, MulBackward0 (torch 2.13's sequence numbers).
+    # other orders write in place: self.abs().pow_(e) is a PowBackward0 that saves a clone of its self (one
+    # more sequence_nr: adjoint.engine.inplace.apply_inplace), masked_fill_ a MaskedFillBackward0 (saving
+    # nothing, as out of place):
+    # p > 2: self * self.abs().pow_(p - 2), then scale_v = grad / norm.pow(p - 1), masked_fill_(norm == 0, 0),
+    # then self_scaled * scale_v; 1 < p < 2: self.sgn() * self.abs().pow_(p - 1) (the right operand first),
+    # the same scale_v; p < 1: self.sgn() * self.abs().pow_(p - 1).masked_fill_(self == 0, 0), then
+    # (self_scaled * grad) * norm.pow(1 - p), the right operand first (torch 2.13's sequence numbers)
     from adjoint.engine.ops.reductions import norm_params
     order, dims, keepdim = norm_params(node.params)
-    if order != 2:
-        raise NotModelled(f"{node.name} of order {order}")
-    x, norm, g = saved["self"], saved["result"], grads[0]
+    if order not in (1, 2, "inf", "-inf") and not _dyadic(order):
+        raise NotModelled(f"{node.name} of order {order if isinstance(order, str) else format(float(order), 'g')}")
+    x, norm, g, loc = saved["self"], saved["result"], grads[0], node.loc
     if not keepdim and x.shape:
-        g = _unsqueeze_multiple(rt, g, dims, len(x.shape), node.loc)
-        norm = _unsqueeze_multiple(rt, norm, dims, len(x.shape), node.loc)
-    q = rt.apply("div", [x, norm], None, node.loc)
-    safe = rt.apply("masked_fill", [q, _zero_mask(rt, norm)], 0, node.loc)
-    return [rt.apply("mul", [g, safe], None, node.loc)]
+        g = _unsqueeze_multiple(rt, g, dims, len(x.shape), loc)
+        norm = _unsqueeze_multiple(rt, norm, dims, len(x.shape), loc)
+    if order == 1:
+        return [rt.apply("mul", [rt.apply("sgn", [x], None, loc), g], None, loc)]
+    if order == 2:
+        q = rt.apply("div", [x, norm], None, loc)
+        safe = rt.apply("masked_fill", [q, _zero_mask(rt, norm)], 0, loc)
+        return [rt.apply("mul", [g, safe], None, loc)]
+    if order not in ("inf", "-inf"):
+        return [_norm_p(rt, x, norm, g, Fraction(order), loc)]
+    B = rt.B
+    shape = tuple(x.shape)
+    a = rt.apply("abs", [x], None, loc)
+    nan = B.choose(B.sub(a.value, a.value), "!=", B.full(shape, 1), B.zeros(shape))   # isnan: nan - nan is nan
+    equal = B.broadcast_to(compare_forward(B, [a.value, norm.value], "eq"), shape)
+    mask = B.choose(B.add(equal, nan), ">", B.full(shape, 1), B.zeros(shape))
+    all_dims = tuple(range(len(shape))) if not dims else tuple(d % len(shape) for d in dims)
+    count = rt.tensor(B.sum_dims(mask, all_dims, True), dtype="int64")
+    share = rt.apply("mul", [rt.apply("div", [g, count], None, loc), _bool(rt, mask)], None, loc)
+    return [rt.apply("mul", [rt.apply("sgn", [x], None, loc), share], None, loc)]
+
+
+def _dyadic(order) -> bool:
+    """An order whose C++ double arithmetic (p - 1, p - 2, 1 - p) is exact: a positive dyadic rational of a small
+    denominator (3, 1.5, 0.5, ...); others are refused rather than rounded as C++ would."""
+    return isinstance(order, (int, Fraction)) and order > 0 and Fraction(order).denominator in (1, 2, 4, 8, 16)
+
+
+def _norm_p(rt, x, norm, g, p: Fraction, loc):
+    from adjoint.engine.inplace import apply_inplace
+    powered = apply_inplace(rt, "pow_scalar", rt.apply("abs", [x], None, loc), [], p - (2 if p > 2 else 1), loc)
+    if p < 1:
+        powered = rt.apply("masked_fill", [powered, _zero_mask(rt, x)], 0, loc)
+    scaled = rt.apply("mul", [x if p > 2 else rt.apply("sgn", [x], None, loc), powered], None, loc)
+    if p < 1:
+        right = rt.apply("pow_scalar", [norm], 1 - p, loc)
+        return rt.apply("mul", [rt.apply("mul", [scaled, g], None, loc), right], None, loc)
+    scale = rt.apply("div", [g, rt.apply("pow_scalar", [norm], p - 1, loc)], None, loc)
+    scale = rt.apply("masked_fill", [scale, _zero_mask(rt, norm)], 0, loc)
+    return rt.apply("mul", [scaled, scale], None, loc)
 
 
 def _erf(rt, node, grads, saved, need):
@@ -198,6 +244,7 @@ def _mish(rt, node, grads, saved, need):
 
 REDUCTIONS = {
     "var": _var, "std": _std, "amax": _amax, "amin": _amax, "prod": _prod, "prod_dim": _prod_dim, "norm": _norm,
+    "norm_p": _norm,
     "erf": _erf, "log2": _log_base(math.log(2)), "log10": _log_base(math.log(10)), "hardswish": _hardswish,
     "mish": _mish,
 }

@@ -9,7 +9,8 @@ What it builds, over the ops whose create_graph recording is modelled (docs/not-
   over leaves x, w, c (some requiring grad) with a named intermediate ``h``, composed of
   ``* + - /``, powers, ``tanh sigmoid relu exp log sqrt sin cos``, ``1 - a``, ``clamp``,
   ``reciprocal``, ``leaky_relu``, ``maximum``, ``where``, a scalar factor, ``addcmul``, ``addcdiv``,
-  ``logsumexp``, a 1-d convolution, a training batch norm, 1-d average and max pooling;
+  ``logsumexp``, a 1-d convolution, a training batch norm, 1-d average and max pooling, ``x ** 0.5``,
+  ``clamp`` with tensor bounds;
 * a loss (``sum(y ** 2)``, ``mean(y)``, ``sum(y)``, ``sum(y * y * y)``);
 * steps: a ``grad`` with ``create_graph`` (``as:`` names, sometimes ``materialize_grads``) or a
   ``backward(create_graph=True)``; then a backward or grad from a ``root:`` over the ``as:``
@@ -40,10 +41,11 @@ UNARY = ["tanh({})", "sigmoid({})", "relu({})", "exp({})", "sin({})", "cos({})",
          "F.conv1d(({0}).reshape(1, 1, 2), w.reshape(1, 1, 2), padding=1)[0, 0, :2]",
          "F.batch_norm(({0}).reshape(2, 1), None, None, training=True).reshape(2) * ({0})",
          "F.avg_pool1d(({0}).reshape(1, 1, 2), 2, stride=1, padding=1)[0, 0, 1:]",
-         "F.max_pool1d(({0}).reshape(1, 1, 2), 2)[0, 0] * ({0})", "torch.logsumexp(torch.stack([{0}, ({0}) * 0.5]), 0)"]
+         "F.max_pool1d(({0}).reshape(1, 1, 2), 2)[0, 0] * ({0})", "torch.logsumexp(torch.stack([{0}, ({0}) * 0.5]), 0)",
+         "(({}) ** 2 + 0.25) ** 0.5"]
 BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)", "maximum({}, {})",
           "where(({0}) > 0, {0}, {1})", "torch.addcmul({0}, {0}, {1}, value=0.5)",
-          "torch.addcdiv({0}, {1}, ({0}) ** 2 + 1, value=-1.5)",
+          "torch.addcdiv({0}, {1}, ({0}) ** 2 + 1, value=-1.5)", "torch.clamp({0}, min=({1}) * 0.5, max=({1}) ** 2)",
           "F.binary_cross_entropy(sigmoid({0}), sigmoid({1}), reduction='none')",
           "F.binary_cross_entropy(sigmoid({0}), sigmoid({1}) * 0.5, weight=torch.tensor([0.5, 2.0], dtype=torch.float64)) * ({0})",
           "F.binary_cross_entropy_with_logits({0}, sigmoid({1}), pos_weight=torch.tensor([1.5, 0.5], dtype=torch.float64), reduction='none')",

@@ -121,13 +121,9 @@ def angle(rt, z: Tensor, loc: Loc):
 
 
 def sgn(rt, z: Tensor, loc: Loc):
-    """SgnBackward0. Of a real tensor that records a node its backward hands on an efficient zero
-    tensor (``_efficientzerotensor``: zeros with no storage, which a hook may not write in place,
-    "ZeroTensors are immutable"): not modelled."""
-    if not is_complex(z) and rt.grad_enabled and z.needs_grad:
-        raise ProblemError(loc, "sgn of a real tensor that requires grad is not modelled (its backward hands on an "
-                                "efficient zero tensor, which PyTorch forbids writing in place); use sign() (zeros "
-                                "of its own), or sgn of a complex tensor")
+    """SgnBackward0. Of a real tensor its backward hands on an efficient zero tensor
+    (``_efficientzerotensor``: zeros with no storage, "ZeroTensors are immutable"): what the engine
+    models of one is adjoint.engine.zerotensor's, the rest refused there."""
     return rt.apply("sgn", [z], None, loc)
 
 

@@ -111,7 +111,13 @@ def neg_vjp(B, gs, ins, outs, p, need):
 # ----------------------------------------------------------------------------- pow
 
 def pow_scalar_forward(B, ins, p):
-    return B.pow_number(ins[0], B.scalar(p))
+    out = B.pow_number(ins[0], B.scalar(p))
+    q = Fraction(p)
+    if q == Fraction(-1, 2) or (q.denominator == 1 and q.numerator % 2 and q < 0):
+        # 0 ** p is inf, with -0.0's sign where PyTorch runs pow as rsqrt (p = -0.5: x ** 0.5's backward under
+        # create_graph) or C's pow keeps it (odd negative integers): -inf at -0.0 (torch 2.13)
+        out = B.negate_at_negzero(out, ins[0])
+    return out
 
 
 def pow_scalar_vjp(B, gs, ins, outs, p, need):
