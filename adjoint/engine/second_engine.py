@@ -27,9 +27,11 @@ from adjoint.engine.second_formulas import FORMULAS as _FORMULAS, NotModelled, s
 from adjoint.engine.second_reductions import REDUCTIONS
 from adjoint.engine.second_layers import LAYERS
 from adjoint.engine.second_pointwise import POINTWISE
+from adjoint.engine.second_binary import BINARY
+from adjoint.engine.second_products import PRODUCTS
 from adjoint.engine.second_nn import NN
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **BINARY, **PRODUCTS}
 
 
 
