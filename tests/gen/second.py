@@ -9,7 +9,8 @@ What it builds, over the ops whose create_graph recording is modelled (docs/not-
   over leaves x, w, c (some requiring grad) with a named intermediate ``h``, composed of
   ``* + - /``, powers, ``tanh sigmoid relu exp log sqrt sin cos``, ``1 - a``, ``clamp``,
   ``reciprocal``, ``leaky_relu``, ``maximum``, ``where``, a scalar factor, ``addcmul``, ``addcdiv``,
-  ``logsumexp``, a 1-d convolution, a training batch norm, 1-d average and max pooling;
+  ``logsumexp``, a 1-d convolution, a training batch norm, 1-d average and max pooling, ``atan2``,
+  ``hypot``, tensor and number powers of a tensor, ``mv``, ``dot``, ``addmv``, ``addr``;
 * a loss (``sum(y ** 2)``, ``mean(y)``, ``sum(y)``, ``sum(y * y * y)``);
 * steps: a ``grad`` with ``create_graph`` (``as:`` names, sometimes ``materialize_grads``) or a
   ``backward(create_graph=True)``; then a backward or grad from a ``root:`` over the ``as:``
@@ -40,10 +41,13 @@ UNARY = ["tanh({})", "sigmoid({})", "relu({})", "exp({})", "sin({})", "cos({})",
          "F.conv1d(({0}).reshape(1, 1, 2), w.reshape(1, 1, 2), padding=1)[0, 0, :2]",
          "F.batch_norm(({0}).reshape(2, 1), None, None, training=True).reshape(2) * ({0})",
          "F.avg_pool1d(({0}).reshape(1, 1, 2), 2, stride=1, padding=1)[0, 0, 1:]",
-         "F.max_pool1d(({0}).reshape(1, 1, 2), 2)[0, 0] * ({0})", "torch.logsumexp(torch.stack([{0}, ({0}) * 0.5]), 0)"]
+         "F.max_pool1d(({0}).reshape(1, 1, 2), 2)[0, 0] * ({0})", "torch.logsumexp(torch.stack([{0}, ({0}) * 0.5]), 0)",
+         "1.5 ** ({})", "torch.stack([{0}, ({0}) * 2]) @ ({0})", "torch.addr(w, {0}, {0}, alpha=0.5)[0]"]
 BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)", "maximum({}, {})",
           "where(({0}) > 0, {0}, {1})", "torch.addcmul({0}, {0}, {1}, value=0.5)",
-          "torch.addcdiv({0}, {1}, ({0}) ** 2 + 1, value=-1.5)"]
+          "torch.addcdiv({0}, {1}, ({0}) ** 2 + 1, value=-1.5)", "torch.atan2({0}, ({1}) ** 2 + 0.5)",
+          "torch.hypot({0}, ({1}) ** 2 + 0.5)", "(({0}) ** 2 + 0.5) ** ({1})", "(({0}) @ ({1})) * ({0})",
+          "torch.addmv({0}, torch.stack([{0}, {1}]), {1}, beta=0.5)"]
 
 
 def _value(rng, n):
