@@ -1,4 +1,4 @@
-"""Second order through atan2, hypot, xlogy (kl_div with a target that requires grad), ``tensor ** tensor``
+"""Second order through fmod and remainder (a number or a tensor divisor), atan2, hypot, xlogy (kl_div with a target that requires grad), ``tensor ** tensor``
 (PowBackward1), ``number ** tensor`` (PowBackward2), mv and dot (matmul's 1-D paths), addmv, addr, baddbmm and
 addbmm with beta and alpha: the graph a create_graph backward records, node for node (names and sequence_nr),
 and the grad of grad, against real torch 2.13 (all were refused before)."""
@@ -40,6 +40,12 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     # FmodBackward0 / RemainderBackward0 (a number divisor): the gradient itself
     ("torch.fmod(h, 0.25) * h", lambda h, i, b: torch.fmod(h, 0.25) * h),
     ("torch.remainder(h * b, -0.1) + h.remainder(0.3)", lambda h, i, b: torch.remainder(h * b, -0.1) + h.remainder(0.3)),
+    # FmodBackward1 / RemainderBackward1 (a tensor divisor): other's -grad * self.div(other, rounding_mode=...)
+    # (DivBackward2, whose gradients are zeros without graph; then NegBackward0, MulBackward0), then self's grad
+    ("torch.fmod(h, b)", lambda h, i, b: torch.fmod(h, b)),
+    ("torch.fmod(b * 3, h + 1)", lambda h, i, b: torch.fmod(b * 3, h + 1)),
+    ("torch.remainder(h * 4, b[0])", lambda h, i, b: torch.remainder(h * 4, b[0])),
+    ("torch.remainder(b, h - 0.05)", lambda h, i, b: torch.remainder(b, h - 0.05)),
     # MvBackward0: self (grad.ger(vec): ViewBackward0, MulBackward0) before vec (self.t().mv(grad))
     ("h @ b[1]", lambda h, i, b: h @ b[1]),
     ("h.t() @ b[:, 1]", lambda h, i, b: h.t() @ b[:, 1]),

@@ -1,7 +1,8 @@
 """Backward formulas recorded as ops (see adjoint.engine.second_formulas) for the binary pointwise
 functions ``atan2`` (Atan2Backward0), ``hypot`` (HypotBackward0), ``xlogy`` (XlogyBackward0),
 ``tensor ** tensor`` (PowBackward1), ``number ** tensor`` (PowBackward2) and ``fmod`` / ``remainder`` by a
-number (FmodBackward0 / RemainderBackward0: the gradient itself).
+number (FmodBackward0 / RemainderBackward0: the gradient itself) or by a tensor (FmodBackward1 / RemainderBackward1:
+``self.div(other, rounding_mode=...)``, DivBackward2, whose own gradients are zeros without graph).
 
 The order of the recorded nodes is torch 2.13's (``_sequence_nr()`` of first-order gradients,
 tests/test_second_ops.py): the generated apply computes the slots in the alphabetical order of
@@ -124,9 +125,32 @@ def _rpow(rt, node, grads, saved, need):
     return [rt.apply("mul", [grads[0], scaled], None, node.loc)]
 
 
+def _rounded(mode: str):
+    """FmodBackward1 ("trunc") / RemainderBackward1 ("floor"), a tensor divisor: other (-grad *
+    self.div(other, rounding_mode=MODE): the right operand first, DivBackward2, then NegBackward0,
+    MulBackward0) before self (grad itself)."""
+    def formula(rt, node, grads, saved, need):
+        g, loc = grads[0], node.loc
+        b = None
+        if len(need) > 1 and need[1]:
+            q = rt.apply("div_mode", [saved["self"], saved["other"]], mode, loc)
+            b = rt.apply("mul", [rt.apply("neg", [g], None, loc), q], None, loc)
+        return [g if need[0] else None, b]
+    return formula
+
+
+def _div_mode(rt, node, grads, saved, need):
+    # DivBackward2 (a rounding mode): div_tensor_self_backward / div_tensor_other_backward are zeros_like(grad),
+    # gradients of zeros without graph
+    g = grads[0]
+    zeros = rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype)
+    return [zeros if need[0] else None, zeros if len(need) > 1 and need[1] else None]
+
+
 def _passthrough(rt, node, grads, saved, need):
     # FmodBackward0 / RemainderBackward0 (a number divisor): self: grad (no op)
     return [grads[0]]
 
 
-BINARY = {"fmod_scalar": _passthrough, "remainder_scalar": _passthrough, "atan2": _atan2, "hypot": _hypot, "xlogy": _xlogy, "pow_tensor": _pow_tensor, "rpow": _rpow}
+BINARY = {"fmod_scalar": _passthrough, "remainder_scalar": _passthrough, "fmod_tensor": _rounded("trunc"),
+          "remainder_tensor": _rounded("floor"), "div_mode": _div_mode, "atan2": _atan2, "hypot": _hypot, "xlogy": _xlogy, "pow_tensor": _pow_tensor, "rpow": _rpow}
