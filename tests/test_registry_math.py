@@ -85,7 +85,7 @@ GENERIC = {"_weight_norm_interface", "var", "var_mean", "max_all", "min_all", "a
            # adjoint/engine/ops/moments.py, adjoint/engine/ops/hypot_heaviside.py: by name
            "std_mean", "nansum", "hypot", "heaviside",
            # adjoint/engine/ops/modulo.py: by name
-           "fmod_tensor", "fmod_scalar", "remainder_tensor", "remainder_scalar", "logcumsumexp"}
+           "fmod_tensor", "fmod_scalar", "remainder_tensor", "remainder_scalar", "logcumsumexp", "div_mode"}
 
 
 def test_every_op_declares_its_math():

@@ -355,7 +355,7 @@ RESHAPES = frozenset(("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackw
 SQUEEZES = frozenset(("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3",
                       "SqueezeBackward4", "SqueezeBackward5"))
 #: view backwards whose output is ``grad`` with its dims permuted
-PERMUTES = frozenset(("TBackward0", "TransposeBackward0", "PermuteBackward0"))
+PERMUTES = frozenset(("TBackward0", "TBackward1", "TransposeBackward0", "TransposeBackward1", "PermuteBackward0"))
 
 
 def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | None:
@@ -368,7 +368,7 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     obj.base = src
     obj.unit_zero = src.unit_zero and len(v_shape) > 0   # a view of a stride-0 element keeps stride 0
     nd = len(g_shape)
-    if node.name in RESHAPES or (node.name == "TBackward0" and nd < 2):
+    if node.name in RESHAPES or (node.name in ("TBackward0", "TBackward1") and nd < 2):
         unit_only = tuple(d for d in g_shape if d != 1) == tuple(d for d in v_shape if d != 1)
         if src.strides is not None and not unit_only:
             # an expanded gradient reshaped (Flatten's backward of sum's gradient): a view when
@@ -405,9 +405,9 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
             kept = iter([st for d, st in zip(g_shape, src.layout) if d != 1])
             _set_layout(obj, v_shape, tuple(next(kept) if d != 1 else 1 for d in v_shape))
         return obj
-    if node.name == "TBackward0":
+    if node.name in ("TBackward0", "TBackward1"):
         perm = (1, 0)
-    elif node.name == "TransposeBackward0":
+    elif node.name in ("TransposeBackward0", "TransposeBackward1"):
         perm = transpose_perm(nd, node.params)
     else:
         perm = _inverse(node.params)

@@ -27,10 +27,12 @@ from adjoint.engine.second_formulas import FORMULAS as _FORMULAS, NotModelled, s
 from adjoint.engine.second_reductions import REDUCTIONS
 from adjoint.engine.second_layers import LAYERS
 from adjoint.engine.second_pointwise import POINTWISE
+from adjoint.engine.second_binary import BINARY
+from adjoint.engine.second_products import PRODUCTS
 from adjoint.engine.second_nn import NN
 from adjoint.engine.second_losses import LOSSES
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **LOSSES}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **LOSSES, **BINARY, **PRODUCTS}
 
 
 

@@ -571,7 +571,7 @@ def _squeeze(rt, node, grads, saved, need):
 
 
 def _transpose(rt, node, grads, saved, need):
-    # TransposeBackward0: grad.transpose(dim0, dim1)
+    # TransposeBackward0 / TransposeBackward1 (transpose_): grad.transpose(dim0, dim1) (TransposeBackward0)
     return [rt.apply("transpose", [grads[0]], node.params, node.loc)]
 
 
@@ -605,7 +605,7 @@ def _mean(rt, node, grads, saved, need):
 
 
 def _t(rt, node, grads, saved, need):
-    # TBackward0: grad.t()
+    # TBackward0 / TBackward1 (t_): grad.t() (TBackward0)
     return [rt.apply("t", [grads[0]], None, node.loc)]
 
 
@@ -907,6 +907,7 @@ FORMULAS = {
     "softshrink_backward": _shrink_backward, "hardshrink_backward": _shrink_backward,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
+    "transpose_": _transpose, "t_": _t,
     "sinh": _sinh, "cosh": _cosh, "atan": _atan, "log1p": _log1p, "expm1": _expm1, "tan": _tan, "rsqrt": _rsqrt,
     "rsub": _rsub, "reciprocal": _reciprocal, "where": _where, "clamp": _clamp, "clamp_min": _clamp_min,
     "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "reshape_alias": _view, "clone": _clone, "alias": _clone, "copy_": _copy,

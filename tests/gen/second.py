@@ -10,7 +10,8 @@ What it builds, over the ops whose create_graph recording is modelled (docs/not-
   ``* + - /``, powers, ``tanh sigmoid relu exp log sqrt sin cos``, ``1 - a``, ``clamp``,
   ``reciprocal``, ``leaky_relu``, ``maximum``, ``where``, a scalar factor, ``addcmul``, ``addcdiv``,
   ``logsumexp``, a 1-d convolution, a training batch norm, 1-d average and max pooling, ``x ** 0.5``,
-  ``clamp`` with tensor bounds;
+  ``clamp`` with tensor bounds, ``atan2``,
+  ``hypot``, tensor and number powers of a tensor, ``mv``, ``dot``, ``addmv``, ``addr``;
 * a loss (``sum(y ** 2)``, ``mean(y)``, ``sum(y)``, ``sum(y * y * y)``);
 * steps: a ``grad`` with ``create_graph`` (``as:`` names, sometimes ``materialize_grads``) or a
   ``backward(create_graph=True)``; then a backward or grad from a ``root:`` over the ``as:``
@@ -42,7 +43,8 @@ UNARY = ["tanh({})", "sigmoid({})", "relu({})", "exp({})", "sin({})", "cos({})",
          "F.batch_norm(({0}).reshape(2, 1), None, None, training=True).reshape(2) * ({0})",
          "F.avg_pool1d(({0}).reshape(1, 1, 2), 2, stride=1, padding=1)[0, 0, 1:]",
          "F.max_pool1d(({0}).reshape(1, 1, 2), 2)[0, 0] * ({0})", "torch.logsumexp(torch.stack([{0}, ({0}) * 0.5]), 0)",
-         "(({}) ** 2 + 0.25) ** 0.5"]
+         "(({}) ** 2 + 0.25) ** 0.5",
+         "1.5 ** ({})", "torch.stack([{0}, ({0}) * 2]) @ ({0})", "torch.addr(w, {0}, {0}, alpha=0.5)[0]"]
 BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)", "maximum({}, {})",
           "where(({0}) > 0, {0}, {1})", "torch.addcmul({0}, {0}, {1}, value=0.5)",
           "torch.addcdiv({0}, {1}, ({0}) ** 2 + 1, value=-1.5)", "torch.clamp({0}, min=({1}) * 0.5, max=({1}) ** 2)",
@@ -50,7 +52,10 @@ BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)",
           "F.binary_cross_entropy(sigmoid({0}), sigmoid({1}) * 0.5, weight=torch.tensor([0.5, 2.0], dtype=torch.float64)) * ({0})",
           "F.binary_cross_entropy_with_logits({0}, sigmoid({1}), pos_weight=torch.tensor([1.5, 0.5], dtype=torch.float64), reduction='none')",
           "F.binary_cross_entropy_with_logits({0}, sigmoid({1}), weight=torch.tensor([2.0, 0.5], dtype=torch.float64)) * ({1})",
-          "F.smooth_l1_loss({0}, {1}, beta=0.5, reduction='none')", "F.huber_loss({0}, {1}, delta=0.5) * ({0})"]
+          "F.smooth_l1_loss({0}, {1}, beta=0.5, reduction='none')", "F.huber_loss({0}, {1}, delta=0.5) * ({0})",
+          "torch.atan2({0}, ({1}) ** 2 + 0.5)",
+          "torch.hypot({0}, ({1}) ** 2 + 0.5)", "(({0}) ** 2 + 0.5) ** ({1})", "(({0}) @ ({1})) * ({0})",
+          "torch.addmv({0}, torch.stack([{0}, {1}]), {1}, beta=0.5)"]
 
 
 def _value(rng, n):

@@ -27,7 +27,8 @@ FAMILIES = ("core", "views", "activations", "reductions", "nn", "losses", "maski
             "attention", "conv3d", "delayed", "basics", "rearrange", "glue", "factories", "einsum", "upsample", "packed",
             "rnn_utils",
             "margin_losses", "nll_losses", "bilinear",
-            "embedding_bag", "pointwise3", "index_write", "feature_dropout")
+            "embedding_bag", "pointwise3", "index_write", "feature_dropout",
+            "transpose_inplace")
 
 _functions: dict[str, Function] = {}
 _methods: dict[str, Function] = {}

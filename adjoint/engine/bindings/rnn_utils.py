@@ -101,45 +101,6 @@ def lower_pack_sequence(rt, a, loc: Loc):
                            "enforce_sorted": a["enforce_sorted"]}, loc)
 
 
-def transpose_in_place(rt, t: Tensor, loc: Loc) -> None:
-    """``t.transpose_(0, 1)``: the caller's tensor itself takes the swapped sizes and strides (its
-    storage unchanged), its version moves by one, and when it requires grad (grad mode on) its
-    grad_fn becomes a ``TransposeBackward1`` (dim0, dim1 saved, no tensor) whose edge is its old
-    gradient edge (rebase_history of a tensor that is not a view: its hooks start afresh).
-    Checked in torch 2.13 (a leaf that requires grad: check_inplace's RuntimeError first). A
-    view, or a tensor with views or ``detach()``-ed aliases (they keep their own sizes in PyTorch),
-    is refused."""
-    from adjoint.engine.inplace import check_inplace_allowed, rebase, write
-    from adjoint.engine.ops import REGISTRY
-    from adjoint.values.strides import contiguous_strides
-    needs = t.requires_grad or (t.is_view and t.grad_base.requires_grad)
-    if rt.grad_enabled and needs:
-        check_inplace_allowed(t)   # transpose_'s check_inplace: a leaf's RuntimeError is the answer
-    if len(t.shape) < 2:   # the kernel's dim check (its node, saving no tensor, changes nothing seen)
-        raise TorchError("IndexError", "Dimension out of range (expected to be in range of [-1, 0], but got 1)")
-    if t.is_view or t.is_detached or t.data_alias or any(
-            u is not t and (u.base is t or u.detached_root is t) for u in rt.all_tensors):
-        raise ProblemError(loc, "unpad_sequence(batch_first=False) of a view, or of a tensor with views, is not "
-                                "modelled (PyTorch's transpose_ changes that tensor's sizes alone); give a tensor of "
-                                "its own (x.clone()), or a (B, T, *) one and batch_first=True")
-    op, params = REGISTRY["transpose_"], (0, 1)
-    node = None
-    if rt.grad_enabled and t.needs_grad:
-        seq = rt._new_seq()
-        node = rt.new_node(op.node, [rt.gradient_edge(t)], op, params, [t], loc, seq)
-    before = t.value
-    after = op.forward(rt.B, [before], params)
-    strides = t.strides or contiguous_strides(t.shape)
-    t.shape = (t.shape[1], t.shape[0]) + tuple(t.shape[2:])
-    t.strides = (strides[1], strides[0]) + tuple(strides[2:])
-    write(rt, t, after)
-    rt.record("transpose_", [t], [t], params, node, loc, [before])
-    if node is not None:
-        node.outputs = [(t.shape, t.dtype)]
-        node.output_values = [after]
-        rebase(t, node)
-
-
 def unpad(rt, padded, lengths, batch_first: bool, loc: Loc):
     """``unpad_sequence``: per sequence its rows ``seq[arange(T) < length]``; a list."""
     from adjoint.engine.bindings import call_function
@@ -150,7 +111,11 @@ def unpad(rt, padded, lengths, batch_first: bool, loc: Loc):
     if not isinstance(padded, Tensor):
         raise ProblemError(loc, "unpad_sequence(padded_sequences, lengths): give the padded sequences as a tensor")
     if not batch_first:
-        transpose_in_place(rt, padded, loc)
+        from adjoint.engine.bindings.transpose_inplace import transpose_in_place
+        transpose_in_place(rt, padded, "transpose_", (0, 1), loc,
+                           "unpad_sequence(batch_first=False) of a view, or of a tensor with views, is not modelled "
+                           "(PyTorch's transpose_ changes that tensor's sizes alone); give a tensor of its own "
+                           "(x.clone()), or a (B, T, *) one and batch_first=True")
     if len(padded.shape) < 2:   # max_length = padded_sequences.shape[1]
         raise TorchError("IndexError", "tuple index out of range")
     if not isinstance(lengths, Tensor):   # arange(max_length, device=lengths.device)

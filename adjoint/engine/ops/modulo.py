@@ -75,4 +75,27 @@ def _ops(name: str, node: str):
     )
 
 
-OPS = tuple(replace(op, elementwise=True) for op in _ops("fmod", "Fmod") + _ops("remainder", "Remainder"))
+def div_mode_forward(B, ins, p):
+    return B.rounded_quotient(ins[0], ins[1], p)
+
+
+def div_mode_vjp(B, gs, ins, outs, p, need):
+    # div_tensor_self_backward / div_tensor_other_backward with a rounding mode: zeros_like(grad) for each
+    g = gs[0]
+    return [B.sum_to(B.zeros(B.shape(g)), B.shape(ins[0])) if need[0] else None,
+            B.sum_to(B.zeros(B.shape(g)), B.shape(ins[1])) if need[1] else None]
+
+
+DIV_MODE = Fn("div_mode", "\\operatorname{div}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+
+#: ``a.div(b, rounding_mode=MODE)`` (DivBackward2): the quotient rounded toward zero ("trunc") or down ("floor");
+#: its gradients are zeros (no graph). Recorded by the create_graph formulas of FmodBackward1 and
+#: RemainderBackward1 (adjoint.engine.second_binary); not a function of the file language yet.
+DIV_OP = Op("div_mode", "DivBackward2", div_mode_forward, div_mode_vjp, binary_shape,
+            (Save("other", "in", 1), Save("self", "in", 0, if_need=1)), "zeros (a step function)",
+            negzero="product", grows=False, nonfinite="division by zero", integers="refused",
+            math=Math(lambda a, p, shape, k: TFn(DIV_MODE, tuple(a), tuple(shape))),
+            checks=(Check(((2, 3), (3,)), "trunc", given=((1, (3, -2, 4)),), differences=True),
+                    Check(((2, 3), (3,)), "floor", given=((1, (3, -2, 4)),), differences=True)))
+
+OPS = tuple(replace(op, elementwise=True) for op in _ops("fmod", "Fmod") + _ops("remainder", "Remainder") + (DIV_OP,))

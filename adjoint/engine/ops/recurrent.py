@@ -35,6 +35,14 @@ OPS = OPS + (
             result_version=1),
 )
 
+_T = next(op for op in _VIEW_OPS if op.name == "t")
+
+#: ``t_`` (``TBackward1``): the user's in-place ``Tensor.t_()`` (adjoint.engine.bindings.transpose_inplace), the
+#: same kind of in-place transpose as ``transpose_`` above: not a view, version 1.
+OPS = OPS + (
+    replace(_T, name="t_", node="TBackward1", view=False, layout=None, scatter=None, result_version=1),
+)
+
 
 # ----------------------------------------------------------------------------- oneDNN's LSTM layer
 
