@@ -18,6 +18,7 @@ from fractions import Fraction
 from adjoint.format import init_draw as generator
 from adjoint.format import module_signatures as nn_types
 from adjoint.format import torch_names
+from adjoint.format import spectral_norm as sn
 from adjoint.format import weight_norm as wn
 from adjoint.format.checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
 from adjoint.format.errors import Loc, ProblemError, raise_all
@@ -38,7 +39,7 @@ from adjoint.format.init_items import generated as generated_items
 from adjoint.format.sidefiles import FileItems
 
 MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
-               "requires_grad", "mask", "uses", "plain", "weight_norm")
+               "requires_grad", "mask", "uses", "plain", "weight_norm", "spectral_norm")
 _COMMON = ("training", "requires_grad")
 _CHILD_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 
@@ -122,9 +123,10 @@ class ModuleBuilder:
     def custom(self, m: YMap, path: str, name: str, what: str, prefix: str, training: bool, frozen: bool) -> Module:
         if m.get("bias") is not None:
             raise ProblemError(m.key_loc("bias"), f"'bias' is a Linear option; {what} is a custom module")
-        if m.get("weight_norm") is not None:
-            raise ProblemError(m.key_loc("weight_norm"), f"'weight_norm' is an option of {', '.join(wn.TYPES)}; {what} "
-                                                         "is a custom module (give type: to use a built-in)")
+        for key, types in (("weight_norm", wn.TYPES), ("spectral_norm", sn.TYPES)):
+            if m.get(key) is not None:
+                raise ProblemError(m.key_loc(key), f"'{key}' is an option of {', '.join(types)}; {what} is a custom "
+                                                   "module (give type: to use a built-in)")
         for key in ("args", "mask"):
             if m.get(key) is not None:
                 raise ProblemError(m.key_loc(key), f"'{key}' belongs to built-in types; {what} is a custom module "
@@ -253,6 +255,10 @@ class ModuleBuilder:
             keys.append("mask")
         if t.name in wn.TYPES:
             keys.append("weight_norm")
+        if t.name in sn.TYPES:
+            keys.append("spectral_norm")
+            if not t.has_buffers:   # its power iteration's _u and _v
+                keys.append("buffers")
         self.allowed_only(m, t.name, tuple(keys) + _COMMON)
         inputs = t.inputs
         if m.get("inputs") is not None:
@@ -260,11 +266,19 @@ class ModuleBuilder:
         setup_error = None   # what the constructor raises (the answer), if it refuses the args
         given = None   # the args the file wrote (None: every one, as the v1 Linear's, read off its params)
         normed = None   # torch.nn.utils.parametrizations.weight_norm's dim (adjoint.format.weight_norm)
+        spectral = None   # torch.nn.utils.parametrizations.spectral_norm's (adjoint.format.spectral_norm)
+        extra_buffers = ()
+        if m.get("weight_norm") is not None and m.get("spectral_norm") is not None:
+            raise ProblemError(m.key_loc("spectral_norm"), f"{what} has both weight_norm and spectral_norm: two "
+                                                           "parametrizations of one weight are not modelled yet")
         if t.name == "Linear" and m.get("args") is None:
-            if m.get("weight_norm") is not None:
-                raise ProblemError(m.key_loc("weight_norm"), f"{what} has weight_norm: give its args: (in_features, "
-                                                             "out_features) and its params under their parametrized "
-                                                             f"names ({wn.G}, {wn.V})")
+            for key, names in (("weight_norm", f"{wn.G}, {wn.V}"), ("spectral_norm", sn.ORIGINAL)):
+                if m.get(key) is not None:
+                    raise ProblemError(m.key_loc(key), f"{what} has {key}: give its args: (in_features, "
+                                                       "out_features) and its params under their parametrized "
+                                                       f"names ({names})")
+            if m.get("buffers") is not None:
+                raise ProblemError(m.key_loc("buffers"), f"{what} takes buffers: only with spectral_norm (its _u, _v)")
             args, params = linear_v1(m, path, what, frozen, self.param_decl)
         else:
             if m.get("bias") is not None:
@@ -279,10 +293,18 @@ class ModuleBuilder:
                 normed = wn.read_weight_norm(m.get("weight_norm"), t.name, weight, what)
                 setup_error = wn.dim_error(normed, weight)   # weight_norm(module, dim=D) raises: the answer
                 specs = wn.normed_specs(t.params(args), normed)   # (a refused one: named, any shape)
+            if m.get("spectral_norm") is not None and setup_error is None:
+                weight = next(s.shape for s in t.params(args) if s.name == "weight")
+                spectral, written = sn.read_spectral_norm(m.get("spectral_norm"), t.name, weight, what)
+                setup_error = sn.setup_error(written, spectral.n_power_iterations, weight)   # the answer
+                specs = sn.normed_specs(t.params(args))
+                extra_buffers = sn.buffer_specs(weight, spectral.dim if setup_error is None else None)
+            elif m.get("buffers") is not None and not t.has_buffers:
+                raise ProblemError(m.key_loc("buffers"), f"{what} takes buffers: only with spectral_norm (its _u, _v)")
             params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None, specs)
         if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
             self.complete = False
-        buffers = self.builtin_buffers(m, t, args, prefix, what)
+        buffers = self.builtin_buffers(m, t, args, prefix, what, extra_buffers)
         mask = None
         if t.name == "Dropout" and setup_error is None:
             mask = dropout_mask(m, args, training, what)
@@ -293,7 +315,7 @@ class ModuleBuilder:
             return FAILED
         return Module(path, name or ROOT, t.name, params, (), tuple(inputs), None, None, m.loc,
                       args=tuple(args.items()), buffers=buffers, training=training, mask=mask, setup_error=setup_error,
-                      given=given, weight_norm=normed)
+                      given=given, weight_norm=normed, spectral_norm=spectral)
 
     def builtin_params(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
                        frozen: bool, refused: bool = False, specs=None) -> tuple[TensorDecl, ...]:
@@ -331,6 +353,9 @@ class ModuleBuilder:
                 given[key.text] = decl
             raise_all(errors)
         missing = [s for s in specs if s.name not in given]
+        if normed and any(s.name == sn.ORIGINAL for s in missing):
+            raise ProblemError(m.loc, f"{what} ({t.name}) has spectral_norm: give {sn.ORIGINAL} (the weight) under "
+                                      "params: (init: does not draw it)")
         if normed and any(s.name in (wn.G, wn.V) for s in missing):
             raise ProblemError(m.loc, f"{what} ({t.name}) has weight_norm: give {wn.G} (g) and {wn.V} (v) under "
                                       "params: (init: does not draw them: PyTorch's g is the 2-norms of the drawn weight)")
@@ -376,8 +401,10 @@ class ModuleBuilder:
             items = FileItems(num, items.den, items.source)
         return TensorDecl(full, Literal(shape, items, loc), not frozen, loc)
 
-    def builtin_buffers(self, m: YMap, t: NNType, args: dict, prefix: str, what: str) -> tuple[TensorDecl, ...]:
-        specs = t.buffers(args)
+    def builtin_buffers(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
+                        extra=()) -> tuple[TensorDecl, ...]:
+        """``extra``: buffers a parametrization adds (spectral_norm's _u, _v), which the file must give."""
+        specs = tuple(t.buffers(args)) + tuple(extra)
         given: dict[str, TensorDecl] = {}
         bnode = m.get("buffers")
         if bnode is not None:
@@ -398,6 +425,11 @@ class ModuleBuilder:
                     raise ProblemError(decl.value.loc, f"buffer '{decl.name}' has shape {list(decl.value.shape)} but "
                                                        f"this {t.name} ({show_args(t, args)}) has {list(spec.shape)}")
                 given[key.text] = decl
+        missing = [s.name for s in extra if s.name not in given and s.shape is not None]
+        if missing:
+            raise ProblemError(m.loc, f"{what} ({t.name}) has spectral_norm: give {' and '.join(missing)} under "
+                                      "buffers: (PyTorch draws them at random when it registers the parametrization; "
+                                      "adjoint import reads them off the module)")
         out = []
         for s in specs:
             if s.name in given:
