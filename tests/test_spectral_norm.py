@@ -244,3 +244,50 @@ def test_import_reads_the_buffers_and_leaves_the_module_as_it_was():
     for name, b in net.named_buffers():
         assert_close(js["values"][name]["value"], b, name)
     assert_close(js["grads"]["x"]["value"], xt.grad, "x")
+
+
+def _linear_text(extra_hooks: str = "", steps: str = "") -> str:
+    return _problem("Linear", {"in_features": 3, "out_features": 2}, {W: [[1, 2, 2], [3, 0, -4]], "bias": [0.5, -1]},
+                    {U: [0.6, 0.8], V: [0.5, 0.5, 0.5]}, [[1, 2, -1]], "{}").replace(
+        "hooks:\n", "hooks:\n" + extra_hooks, 1) + steps
+
+
+def test_a_global_module_hook_is_refused():
+    """PyTorch fires a global forward hook on _SpectralNorm and ParametrizationList as the weight is
+    read (checked here): not modelled, so refused."""
+    calls = []
+    m = spectral_norm(nn.Linear(2, 2))
+    handle = nn.modules.module.register_module_forward_hook(lambda mod, a, o: calls.append(type(mod).__name__))
+    try:
+        m(torch.ones(1, 2))
+    finally:
+        handle.remove()
+    assert calls == ["_SpectralNorm", "ParametrizationList", "ParametrizedLinear"]
+    with pytest.raises(adjoint.ProblemError) as info:
+        adjoint.loads(_linear_text("  - {global: forward}\n")).solve()
+    assert "global module hook" in str(info.value) and "spectral_norm" in str(info.value)
+
+
+def test_create_graph_through_it_is_refused():
+    """No second-order formula for mv / vdot yet: a create_graph backward through the weight is
+    refused with the not-modelled line, never guessed."""
+    text = f"""name: t
+dtype: float64
+inputs:
+  x: {{value: [[1, 2, -1]]}}
+model:
+  children:
+    lin:
+      type: Linear
+      args: {{in_features: 3, out_features: 2}}
+      spectral_norm: {{}}
+      params: {{bias: [0.5, -1], {W}: [[1, 2, 2], [3, 0, -4]]}}
+      buffers: {{{U}: [0.6, 0.8], {V}: [0.5, 0.5, 0.5]}}
+  forward: "lin(x).tanh().sum()"
+steps:
+  - forward
+  - {{backward: {{method: grad, root: model, inputs: [lin.{W}], create_graph: true, as: [g]}}}}
+"""
+    with pytest.raises(adjoint.ProblemError) as info:
+        adjoint.loads(text).solve()
+    assert "not modelled" in str(info.value)
