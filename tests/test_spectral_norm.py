@@ -61,6 +61,11 @@ CASES = [   # type, args, weight shape, spectral_norm keys (file), its torch kwa
     ("Conv2d", {"in_channels": 1, "out_channels": 2, "kernel_size": 2}, (2, 1, 2, 2), "{n_power_iterations: 3}",
      {"n_power_iterations": 3}, False),
     ("Conv3d", {"in_channels": 1, "out_channels": 2, "kernel_size": 2}, (2, 1, 2, 2, 2), "{dim: 2}", {"dim": 2}, True),
+    # a ConvTranspose's weight is (in, out, ...): dim=None is 1 (permute, clone, unsafe view)
+    ("ConvTranspose2d", {"in_channels": 2, "out_channels": 3, "kernel_size": 2}, (2, 3, 2, 2), "{}", {}, True),
+    ("ConvTranspose1d", {"in_channels": 2, "out_channels": 1, "kernel_size": 2, "stride": 2}, (2, 1, 2), "{dim: 0}",
+     {"dim": 0}, True),
+    ("ConvTranspose2d", {"in_channels": 1, "out_channels": 2, "kernel_size": 2}, (1, 2, 2, 2), "{dim: null}", {}, False),
 ]
 
 
@@ -68,19 +73,19 @@ def _x(type_, args, seed):
     if type_ == "Linear":
         return dyadic((2, args["in_features"]), seed)
     rank = int(type_[-2])
-    return dyadic((1, args["in_channels"]) + (3,) * rank, seed)
+    return dyadic((1, args["in_channels"]) + (3,) * rank, seed)   # (a ConvTranspose's too: in_channels)
 
 
 @pytest.mark.parametrize("type_,args,wshape,sn,kwargs,training", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_parametrized_module_matches_torch(type_, args, wshape, sn, kwargs, training):
     weight = dyadic(wshape, 5)
-    dim = kwargs.get("dim", 0) % len(wshape)
+    dim = kwargs.get("dim", 1 if type_.startswith("ConvTranspose") else 0) % len(wshape)
     h = wshape[dim]
     u, v = _uv(h, len(torch.tensor(weight).flatten()) // h, 3)
     params = {W: weight}
     if args.get("bias", True):
-        params["bias"] = dyadic((wshape[0],), 2)
+        params["bias"] = dyadic((args.get("out_channels", args.get("out_features")),), 2)
     buffers = {U: u, V: v}
     x = _x(type_, args, 1)
     case = Case(_problem(type_, args, params, buffers, x, sn, training))

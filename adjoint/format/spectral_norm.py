@@ -11,8 +11,9 @@ drawn at random when the parametrization is registered and then moved by 15 powe
 (and by one access's ``n_power_iterations`` more, the registration's shape check): no prediction
 can know them, so the file gives their values as they are when the model starts (``buffers:``,
 as ``adjoint import`` reads them off the module). The weight matrix is the weight with ``dim``
-permuted to the front, flattened from dim 1. Modelled: Linear and Conv1d/2d/3d, ``name: weight``
-(the default); ``dim: null`` is PyTorch's default, 0 for these types. A ``dim`` outside the weight's
+permuted to the front, flattened from dim 1. Modelled: Linear, Conv1d/2d/3d and ConvTranspose1d/2d,
+``name: weight`` (the default); ``dim: null`` is PyTorch's default, 0 for these types but 1 for a
+ConvTranspose (whose weight is (in, out, ...)). A ``dim`` outside the weight's
 range is PyTorch's IndexError, ``n_power_iterations`` below 1 its ValueError (the constructor's
 errors, the answer: :func:`setup_error`).
 """
@@ -30,7 +31,9 @@ from adjoint.format.problem import SpectralNorm
 
 #: the built-in types whose weight may be spectrally normalised (their forwards read ``self.weight``
 #: once, first: computing it when the forward starts is where PyTorch computes it)
-TYPES = ("Linear", "Conv1d", "Conv2d", "Conv3d")
+TYPES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d")
+#: spectral_norm's ``dim=None``: 1 for a transposed convolution (its weight is (in, out, ...)), else 0
+TRANSPOSED = ("ConvTranspose1d", "ConvTranspose2d")
 ORIGINAL = "parametrizations.weight.original"
 U, V = "parametrizations.weight.0._u", "parametrizations.weight.0._v"
 
@@ -54,7 +57,8 @@ def read_spectral_norm(node, mtype: str, weight_shape: tuple[int, ...], what: st
     if eps < 0:
         raise ProblemError(m.get("eps").loc, f"spectral_norm with a negative eps ({eps}) is not modelled yet")
     dim_node = m.get("dim")
-    dim = 0 if dim_node is None or (isinstance(dim_node, YScalar) and dim_node.kind == "null") else \
+    dim = (1 if mtype in TRANSPOSED else 0) if dim_node is None or (isinstance(dim_node, YScalar) and
+                                                                    dim_node.kind == "null") else \
         parse_int(dim_node, f"the spectral_norm dim of {what}")
     nd = len(weight_shape)
     return SpectralNorm(n, eps, dim + nd if -nd <= dim < 0 else dim), dim

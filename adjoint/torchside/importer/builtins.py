@@ -33,8 +33,9 @@ def type_name(module: nn.Module) -> str | None:
     if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
         return name
     base = parametrized_base(module)
-    if base is not None and base.__name__ in weight_norm.TYPES and getattr(nn, base.__name__, None) is base:
-        return base.__name__   # ParametrizedLinear: its weight_norm is checked by check_reparametrized
+    if base is not None and base.__name__ in weight_norm.TYPES + spectral_norm.TYPES and \
+            getattr(nn, base.__name__, None) is base:
+        return base.__name__   # ParametrizedLinear: its weight_norm / spectral_norm is checked by check_reparametrized
     return None
 
 
@@ -65,7 +66,7 @@ def weight_norm_dim(m: nn.Module, tname: str, path: str, at: str | None) -> int 
     plist = m.parametrizations["weight"] if list(m.parametrizations.keys()) == ["weight"] else None
     if plist is not None and len(plist) == 1 and type(plist[0]) is _SpectralNorm:
         return None   # spectral_norm_keys reads it
-    if plist is None or len(plist) != 1 or type(plist[0]) is not _WeightNorm:
+    if plist is None or len(plist) != 1 or type(plist[0]) is not _WeightNorm or tname not in weight_norm.TYPES:
         raise _parametrization_refused(m, tname, path, at)
     dim = plist[0].dim   # None was kept as -1
     if -plist.original1.dim() <= dim < -1:
