@@ -296,3 +296,35 @@ steps:
     with pytest.raises(adjoint.ProblemError) as info:
         adjoint.loads(text).solve()
     assert "not modelled" in str(info.value)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_recomputation_runs_the_power_iteration_again(reentrant):
+    """torch.utils.checkpoint recomputes the forward in backward: in training mode _u and _v are
+    written again (version 2, the values of a second iteration after the backward), as in torch."""
+    from torch.utils.checkpoint import checkpoint
+    w, b, u, v, x = [[1, 2, 2], [3, 0, -4]], [0.5, -1], [0.6, 0.8], [0.5, 0.5, 0.5], [[1, 2, -1], [0.5, 0, 2]]
+    text = f"""name: t
+dtype: float64
+inputs:
+  x: {{value: {lit(x)}, requires_grad: true}}
+model:
+  children:
+    fc:
+      type: Linear
+      args: {{in_features: 3, out_features: 2}}
+      spectral_norm: {{}}
+      params: {{bias: {lit(b)}, {W}: {lit(w)}}}
+      buffers: {{{U}: {lit(u)}, {V}: {lit(v)}}}
+  forward: "checkpoint(fc, x, use_reentrant={reentrant}).tanh().sum()"
+"""
+    case = Case(text)
+    m = _torch_module("Linear", {"in_features": 3, "out_features": 2}, {W: w, "bias": b}, {U: u, V: v}, {})
+    start = {name: m.get_buffer(name)._version for name in (U, V)}   # (the copy_ of the file's values)
+    xt = t64(x, True)
+    checkpoint(m, xt, use_reentrant=reentrant).tanh().sum().backward()
+    for name in (U, V):
+        ours = case.tensor(f"fc.{name}")
+        assert ours.version.value == m.get_buffer(name)._version - start[name] == 2
+        assert_close(ours.value.floats(), m.get_buffer(name), name)
+    assert_close(case.grad(f"fc.{W}"), m.parametrizations.weight.original.grad, "grad of original")
