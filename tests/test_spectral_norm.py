@@ -328,3 +328,13 @@ model:
         assert ours.version.value == m.get_buffer(name)._version - start[name] == 2
         assert_close(ours.value.floats(), m.get_buffer(name), name)
     assert_close(case.grad(f"fc.{W}"), m.parametrizations.weight.original.grad, "grad of original")
+
+
+def test_import_refuses_the_older_hook_form_naming_the_modelled_one():
+    """torch.nn.utils.spectral_norm (a forward pre-hook: weight_orig, weight_u, weight_v) stays
+    refused, pointing at parametrizations.spectral_norm and remove_spectral_norm."""
+    with pytest.raises(adjoint.ProblemError) as info:
+        adjoint.from_module(nn.Sequential(nn.utils.spectral_norm(nn.Linear(2, 2))), torch.ones(1, 2))
+    text = str(info.value)
+    assert "older torch.nn.utils.spectral_norm" in text and "not modelled yet" in text
+    assert "parametrizations.spectral_norm" in text and "remove_spectral_norm" in text

@@ -109,6 +109,17 @@ def spectral_norm_keys(m: nn.Module, tname: str, path: str, at: str | None) -> l
     return [("n_power_iterations", sn.n_power_iterations), ("eps", sn.eps), ("dim", sn.dim)]
 
 
+def legacy_spectral_norm(m: nn.Module, tname: str, path: str, at: str | None) -> None:
+    """The older ``torch.nn.utils.spectral_norm`` (a forward pre-hook computing ``weight`` from
+    ``weight_orig``, ``weight_u``, ``weight_v``): not modelled yet, refused naming the modelled one."""
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    if any(isinstance(h, SpectralNorm) for h in m._forward_pre_hooks.values()):
+        raise refuse(at, f"'{path or 'model'}' ({tname}) has the older torch.nn.utils.spectral_norm (a forward "
+                         "pre-hook recomputing weight from weight_orig, weight_u, weight_v), which is not modelled "
+                         "yet", "use torch.nn.utils.parametrizations.spectral_norm (modelled), or "
+                                "torch.nn.utils.remove_spectral_norm(module) before importing")
+
+
 def spectral_norm_buffers(m: nn.Module, prefix: str, side=None) -> dict:
     """``_u`` and ``_v`` as they are now (drawn at random when the parametrization was registered)."""
     out = {}
@@ -323,6 +334,7 @@ def check_reparametrized(m: nn.Module, tname: str, path: str, at: str | None) ->
         return
     if spectral_norm_keys(m, tname, path, at) is not None:   # its original is the param, _u and _v its buffers
         return
+    legacy_spectral_norm(m, tname, path, at)
     extra = [n for n, _ in m.named_parameters() if n not in known and "." not in n]
     extra += [n for n, _ in m.named_buffers(recurse=False) if n.endswith(("_mask", "_orig"))]
     if hasattr(m, "parametrizations"):
