@@ -99,3 +99,35 @@ def buffer_specs(weight_shape: tuple[int, ...], dim: int | None) -> tuple[Buffer
         return (BufferSpec(U, None, None), BufferSpec(V, None, None))
     h, w = matrix_shape(weight_shape, dim)
     return (BufferSpec(U, (h,), None), BufferSpec(V, (w,), None))
+
+
+def check_keys(m, t, what: str, v1: bool) -> None:
+    """The module keys that cannot go together: both parametrizations; spectral_norm on a v1 Linear
+    (no args:); buffers: on a type without buffers and without spectral_norm."""
+    if m.get("weight_norm") is not None and m.get("spectral_norm") is not None:
+        raise ProblemError(m.key_loc("spectral_norm"), f"{what} has both weight_norm and spectral_norm: two "
+                                                       "parametrizations of one weight are not modelled yet")
+    if v1 and m.get("spectral_norm") is not None:
+        raise ProblemError(m.key_loc("spectral_norm"), f"{what} has spectral_norm: give its args: (in_features, "
+                                                       "out_features) and its params under their parametrized "
+                                                       f"names ({ORIGINAL})")
+    if m.get("buffers") is not None and not t.has_buffers and (v1 or m.get("spectral_norm") is None):
+        raise ProblemError(m.key_loc("buffers"), f"{what} takes buffers: only with spectral_norm (its _u, _v)")
+
+
+def read_module(node, t, args: dict, what: str):
+    """``(record, setup_error, parameter specs, buffer specs)`` of a built-in's ``spectral_norm:``."""
+    specs = t.params(args)
+    weight = next(s.shape for s in specs if s.name == "weight")
+    spectral, written = read_spectral_norm(node, t.name, weight, what)
+    error = setup_error(written, spectral.n_power_iterations, weight)   # the constructor's (the answer)
+    return spectral, error, normed_specs(specs), buffer_specs(weight, spectral.dim if error is None else None)
+
+
+def check_buffers_given(m, tname: str, extra, given: dict, what: str) -> None:
+    """``_u`` and ``_v`` are required (unless the constructor raises: no shapes then)."""
+    missing = [s.name for s in extra if s.name not in given and s.shape is not None]
+    if missing:
+        raise ProblemError(m.loc, f"{what} ({tname}) has spectral_norm: give {' and '.join(missing)} under "
+                                  "buffers: (PyTorch draws them at random when it registers the parametrization; "
+                                  "adjoint import reads them off the module)")

@@ -266,19 +266,13 @@ class ModuleBuilder:
         setup_error = None   # what the constructor raises (the answer), if it refuses the args
         given = None   # the args the file wrote (None: every one, as the v1 Linear's, read off its params)
         normed = None   # torch.nn.utils.parametrizations.weight_norm's dim (adjoint.format.weight_norm)
-        spectral = None   # torch.nn.utils.parametrizations.spectral_norm's (adjoint.format.spectral_norm)
-        extra_buffers = ()
-        if m.get("weight_norm") is not None and m.get("spectral_norm") is not None:
-            raise ProblemError(m.key_loc("spectral_norm"), f"{what} has both weight_norm and spectral_norm: two "
-                                                           "parametrizations of one weight are not modelled yet")
+        spectral, extra_buffers = None, ()   # parametrizations.spectral_norm's (adjoint.format.spectral_norm)
+        sn.check_keys(m, t, what, v1=t.name == "Linear" and m.get("args") is None)
         if t.name == "Linear" and m.get("args") is None:
-            for key, names in (("weight_norm", f"{wn.G}, {wn.V}"), ("spectral_norm", sn.ORIGINAL)):
-                if m.get(key) is not None:
-                    raise ProblemError(m.key_loc(key), f"{what} has {key}: give its args: (in_features, "
-                                                       "out_features) and its params under their parametrized "
-                                                       f"names ({names})")
-            if m.get("buffers") is not None:
-                raise ProblemError(m.key_loc("buffers"), f"{what} takes buffers: only with spectral_norm (its _u, _v)")
+            if m.get("weight_norm") is not None:
+                raise ProblemError(m.key_loc("weight_norm"), f"{what} has weight_norm: give its args: (in_features, "
+                                                             "out_features) and its params under their parametrized "
+                                                             f"names ({wn.G}, {wn.V})")
             args, params = linear_v1(m, path, what, frozen, self.param_decl)
         else:
             if m.get("bias") is not None:
@@ -294,16 +288,12 @@ class ModuleBuilder:
                 setup_error = wn.dim_error(normed, weight)   # weight_norm(module, dim=D) raises: the answer
                 specs = wn.normed_specs(t.params(args), normed)   # (a refused one: named, any shape)
             if m.get("spectral_norm") is not None and setup_error is None:
-                weight = next(s.shape for s in t.params(args) if s.name == "weight")
-                spectral, written = sn.read_spectral_norm(m.get("spectral_norm"), t.name, weight, what)
-                setup_error = sn.setup_error(written, spectral.n_power_iterations, weight)   # the answer
-                specs = sn.normed_specs(t.params(args))
-                extra_buffers = sn.buffer_specs(weight, spectral.dim if setup_error is None else None)
-            elif m.get("buffers") is not None and not t.has_buffers:
-                raise ProblemError(m.key_loc("buffers"), f"{what} takes buffers: only with spectral_norm (its _u, _v)")
+                spectral, setup_error, specs, extra_buffers = sn.read_module(m.get("spectral_norm"), t, args, what)
             params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None, specs)
         if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
             self.complete = False
+            if m.get("spectral_norm") is not None and not extra_buffers:   # _u, _v given: taken at any shape
+                extra_buffers = sn.buffer_specs((), None)
         buffers = self.builtin_buffers(m, t, args, prefix, what, extra_buffers)
         mask = None
         if t.name == "Dropout" and setup_error is None:
@@ -425,11 +415,7 @@ class ModuleBuilder:
                     raise ProblemError(decl.value.loc, f"buffer '{decl.name}' has shape {list(decl.value.shape)} but "
                                                        f"this {t.name} ({show_args(t, args)}) has {list(spec.shape)}")
                 given[key.text] = decl
-        missing = [s.name for s in extra if s.name not in given and s.shape is not None]
-        if missing:
-            raise ProblemError(m.loc, f"{what} ({t.name}) has spectral_norm: give {' and '.join(missing)} under "
-                                      "buffers: (PyTorch draws them at random when it registers the parametrization; "
-                                      "adjoint import reads them off the module)")
+        sn.check_buffers_given(m, t.name, extra, given, what)
         out = []
         for s in specs:
             if s.name in given:
