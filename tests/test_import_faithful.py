@@ -1333,16 +1333,17 @@ def test_a_pruned_weight_is_refused_with_the_way_to_remove_it(tmp_path):
 
 
 @pytest.mark.parametrize("wrap, says", [
-    ("parametrizations.spectral_norm(nn.Linear(2, 2))", "has a parametrization (torch.nn.utils.parametrize) on "
-                                                         "weight (_SpectralNorm)"),
+    ("parametrizations.spectral_norm(parametrizations.orthogonal(nn.Linear(2, 2)))",
+     "has a parametrization (torch.nn.utils.parametrize) on weight (_Orthogonal+_SpectralNorm)"),
     ("parametrizations.orthogonal(nn.Linear(2, 2))", "on weight (_Orthogonal)"),
     ("weight_norm(nn.Linear(2, 2))", "holds weight_g, weight_v"),
 ])
 def test_a_weight_norm_layer_is_refused_at_the_line_calling_it(tmp_path, wrap, says):
-    """A spectral_norm / orthogonal layer and the old hook-based weight_norm: the parametrized ones were refused
+    """An orthogonal layer (alone, or under spectral_norm) and the old hook-based weight_norm: the parametrized ones were refused
     as 'torch.nn.ParametrizedLinear, which adjoint does not model' (no word of the parametrization or how to
     remove it), the old one with no line of the user's code. All now point at the forward's call and say how
-    to make it plain (parametrizations.weight_norm itself is modelled: tests/test_weight_norm.py)."""
+    to make it plain (parametrizations.weight_norm and spectral_norm themselves are modelled:
+    tests/test_weight_norm.py, tests/test_spectral_norm.py)."""
     import warnings
     from torch.nn.utils import parametrize
     path = tmp_path / "model.py"

@@ -246,7 +246,8 @@ def test_import_writes_weight_norm_and_the_gradients_match_torch():
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: nn.Sequential(nn.utils.parametrizations.spectral_norm(nn.Linear(2, 2))), "_SpectralNorm"),
+    (lambda: nn.Sequential(nn.utils.parametrizations.spectral_norm(nn.utils.parametrizations.orthogonal(
+        nn.Linear(2, 2)))), "_Orthogonal+_SpectralNorm"),   # spectral_norm alone: tests/test_spectral_norm.py
     (lambda: nn.Sequential(weight_norm(nn.Linear(2, 2), dim=-2)), "weight_norm with dim -2"),
     (lambda: nn.Sequential(nn.utils.parametrizations.orthogonal(nn.Linear(2, 2))), "_Orthogonal"),
 ], ids=["spectral_norm", "dim_minus_2", "orthogonal"])

@@ -185,7 +185,8 @@ class Analysis:
                 continue
             if not call.args:   # its input given by keyword (lin(input=x)): the ops it ran are read instead
                 return None
-            if c.module.weight_norm is not None:   # its weight is computed (weight_norm): the ops it ran
+            if c.module.weight_norm is not None or c.module.spectral_norm is not None:
+                # its weight is computed (weight_norm, spectral_norm): the ops it ran
                 return None
             for rec in (self.run.rt.log[i] for i in self.fwd.log):
                 if rec.phase == "forward" and rec.call is c and rec.returned is not None and rec.hook.kind == "forward":

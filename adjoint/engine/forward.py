@@ -680,6 +680,9 @@ class _Pass:
             if mod.weight_norm is not None:   # forward's first read of self.weight: _WeightNorm's _weight_norm
                 from adjoint.engine.weight_norm import normalised_weight
                 own["weight"] = normalised_weight(rt, own, mod, self.m.global_hooks.any())
+            if mod.spectral_norm is not None:   # forward's first read of self.weight: _SpectralNorm's forward
+                from adjoint.engine.spectral_norm import spectral_weight
+                own["weight"] = spectral_weight(rt, own, bufs, mod, self.m.global_hooks.any())
             return FORWARDS[mod.type](LayerCall(rt, mod, list(args), dict(kwargs), loc, own, bufs,
                                                 lambda child, a, k: self.call_module(child, a, child.loc, k),
                                                 lambda: self._forward_hooked(mod)))
@@ -841,6 +844,12 @@ class _ModuleScope:
             prefix = f"{mod.path}."
             own = {p.name[len(prefix):]: self.run.m.params[p.name] for p in mod.params}
             return normalised_weight(self.run.rt, own, mod, self.run.m.global_hooks.any(), loc)
+        if mod.spectral_norm is not None and name == "weight":   # the parametrization runs at each read
+            from adjoint.engine.spectral_norm import spectral_weight
+            prefix = f"{mod.path}."
+            own = {p.name[len(prefix):]: self.run.m.params[p.name] for p in mod.params}
+            bufs = {b.name[len(prefix):]: self.run.m.leaves[b.name] for b in mod.buffers}
+            return spectral_weight(self.run.rt, own, bufs, mod, self.run.m.global_hooks.any(), loc)
         if mod.buffer(name) is not None:
             return self.run.m.leaves[mod.buffer(name).name]
         return get_attribute(self.run.m, mod, name, loc)

@@ -58,9 +58,10 @@ def module_at(kids, path: str):
 
 def own_tensor(mod, name: str) -> bool:
     """Is ``name`` a parameter or buffer of module ``mod`` (``lin.weight``, ``bn.running_mean``), or its
-    weight computed by weight_norm's parametrization at each read?"""
+    weight computed by weight_norm's or spectral_norm's parametrization at each read?"""
     return mod.param(name) is not None or mod.buffer(name) is not None or \
-        (name == "weight" and getattr(mod, "weight_norm", None) is not None)
+        (name == "weight" and (getattr(mod, "weight_norm", None) is not None or
+                               getattr(mod, "spectral_norm", None) is not None))
 
 
 def _targets(program):

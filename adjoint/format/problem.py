@@ -140,6 +140,17 @@ ArgValue = Fraction | int | bool | str | None | tuple  # tuple: of ints (kernel_
 
 
 @dataclass(frozen=True)
+class SpectralNorm:
+    """``torch.nn.utils.parametrizations.spectral_norm(module, "weight", n_power_iterations, eps, dim)``
+    on a built-in's weight (adjoint.format.spectral_norm): ``dim`` as ``_SpectralNorm`` keeps it
+    (non-negative)."""
+
+    n_power_iterations: int
+    eps: Fraction
+    dim: int
+
+
+@dataclass(frozen=True)
 class Module:
     """A module of the problem's model: its type, parameters, children and forward."""
 
@@ -168,6 +179,8 @@ class Module:
                                                  # ``args`` are defaults); None: every one counts as written
     weight_norm: int | None = None               # built-in types: the dim of
                                                  # torch.nn.utils.parametrizations.weight_norm (adjoint.format.weight_norm)
+    spectral_norm: SpectralNorm | None = None    # built-in types: torch.nn.utils.parametrizations.spectral_norm
+                                                 # (adjoint.format.spectral_norm)
 
     @property
     def label(self) -> str:

@@ -18,6 +18,7 @@ from fractions import Fraction
 from adjoint.format import init_draw as generator
 from adjoint.format import module_signatures as nn_types
 from adjoint.format import torch_names
+from adjoint.format import spectral_norm as sn
 from adjoint.format import weight_norm as wn
 from adjoint.format.checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
 from adjoint.format.errors import Loc, ProblemError, raise_all
@@ -38,7 +39,7 @@ from adjoint.format.init_items import generated as generated_items
 from adjoint.format.sidefiles import FileItems
 
 MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
-               "requires_grad", "mask", "uses", "plain", "weight_norm")
+               "requires_grad", "mask", "uses", "plain", "weight_norm", "spectral_norm")
 _COMMON = ("training", "requires_grad")
 _CHILD_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 
@@ -122,9 +123,10 @@ class ModuleBuilder:
     def custom(self, m: YMap, path: str, name: str, what: str, prefix: str, training: bool, frozen: bool) -> Module:
         if m.get("bias") is not None:
             raise ProblemError(m.key_loc("bias"), f"'bias' is a Linear option; {what} is a custom module")
-        if m.get("weight_norm") is not None:
-            raise ProblemError(m.key_loc("weight_norm"), f"'weight_norm' is an option of {', '.join(wn.TYPES)}; {what} "
-                                                         "is a custom module (give type: to use a built-in)")
+        for key, types in (("weight_norm", wn.TYPES), ("spectral_norm", sn.TYPES)):
+            if m.get(key) is not None:
+                raise ProblemError(m.key_loc(key), f"'{key}' is an option of {', '.join(types)}; {what} is a custom "
+                                                   "module (give type: to use a built-in)")
         for key in ("args", "mask"):
             if m.get(key) is not None:
                 raise ProblemError(m.key_loc(key), f"'{key}' belongs to built-in types; {what} is a custom module "
@@ -253,6 +255,10 @@ class ModuleBuilder:
             keys.append("mask")
         if t.name in wn.TYPES:
             keys.append("weight_norm")
+        if t.name in sn.TYPES:
+            keys.append("spectral_norm")
+            if not t.has_buffers:   # its power iteration's _u and _v
+                keys.append("buffers")
         self.allowed_only(m, t.name, tuple(keys) + _COMMON)
         inputs = t.inputs
         if m.get("inputs") is not None:
@@ -260,6 +266,8 @@ class ModuleBuilder:
         setup_error = None   # what the constructor raises (the answer), if it refuses the args
         given = None   # the args the file wrote (None: every one, as the v1 Linear's, read off its params)
         normed = None   # torch.nn.utils.parametrizations.weight_norm's dim (adjoint.format.weight_norm)
+        spectral, extra_buffers = None, ()   # parametrizations.spectral_norm's (adjoint.format.spectral_norm)
+        sn.check_keys(m, t, what, v1=t.name == "Linear" and m.get("args") is None)
         if t.name == "Linear" and m.get("args") is None:
             if m.get("weight_norm") is not None:
                 raise ProblemError(m.key_loc("weight_norm"), f"{what} has weight_norm: give its args: (in_features, "
@@ -279,10 +287,14 @@ class ModuleBuilder:
                 normed = wn.read_weight_norm(m.get("weight_norm"), t.name, weight, what)
                 setup_error = wn.dim_error(normed, weight)   # weight_norm(module, dim=D) raises: the answer
                 specs = wn.normed_specs(t.params(args), normed)   # (a refused one: named, any shape)
+            if m.get("spectral_norm") is not None and setup_error is None:
+                spectral, setup_error, specs, extra_buffers = sn.read_module(m.get("spectral_norm"), t, args, what)
             params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None, specs)
         if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
             self.complete = False
-        buffers = self.builtin_buffers(m, t, args, prefix, what)
+            if m.get("spectral_norm") is not None and not extra_buffers:   # _u, _v given: taken at any shape
+                extra_buffers = sn.buffer_specs((), None)
+        buffers = self.builtin_buffers(m, t, args, prefix, what, extra_buffers)
         mask = None
         if t.name in nn_types.DROPOUTS and setup_error is None:
             mask = dropout_mask(m, args, training, what, t.name)
@@ -297,7 +309,7 @@ class ModuleBuilder:
             return FAILED
         return Module(path, name or ROOT, t.name, params, (), tuple(inputs), None, None, m.loc,
                       args=tuple(args.items()), buffers=buffers, training=training, mask=mask, setup_error=setup_error,
-                      given=given, weight_norm=normed)
+                      given=given, weight_norm=normed, spectral_norm=spectral)
 
     def builtin_params(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
                        frozen: bool, refused: bool = False, specs=None) -> tuple[TensorDecl, ...]:
@@ -335,6 +347,9 @@ class ModuleBuilder:
                 given[key.text] = decl
             raise_all(errors)
         missing = [s for s in specs if s.name not in given]
+        if normed and any(s.name == sn.ORIGINAL for s in missing):
+            raise ProblemError(m.loc, f"{what} ({t.name}) has spectral_norm: give {sn.ORIGINAL} (the weight) under "
+                                      "params: (init: does not draw it)")
         if normed and any(s.name in (wn.G, wn.V) for s in missing):
             raise ProblemError(m.loc, f"{what} ({t.name}) has weight_norm: give {wn.G} (g) and {wn.V} (v) under "
                                       "params: (init: does not draw them: PyTorch's g is the 2-norms of the drawn weight)")
@@ -380,8 +395,10 @@ class ModuleBuilder:
             items = FileItems(num, items.den, items.source)
         return TensorDecl(full, Literal(shape, items, loc), not frozen, loc)
 
-    def builtin_buffers(self, m: YMap, t: NNType, args: dict, prefix: str, what: str) -> tuple[TensorDecl, ...]:
-        specs = t.buffers(args)
+    def builtin_buffers(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
+                        extra=()) -> tuple[TensorDecl, ...]:
+        """``extra``: buffers a parametrization adds (spectral_norm's _u, _v), which the file must give."""
+        specs = tuple(t.buffers(args)) + tuple(extra)
         given: dict[str, TensorDecl] = {}
         bnode = m.get("buffers")
         if bnode is not None:
@@ -402,6 +419,7 @@ class ModuleBuilder:
                     raise ProblemError(decl.value.loc, f"buffer '{decl.name}' has shape {list(decl.value.shape)} but "
                                                        f"this {t.name} ({show_args(t, args)}) has {list(spec.shape)}")
                 given[key.text] = decl
+        sn.check_buffers_given(m, t.name, extra, given, what)
         out = []
         for s in specs:
             if s.name in given:

@@ -96,6 +96,14 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict, run=None) -> nn.Mod
             module = weight_norm(module, "weight", dim=None if decl.weight_norm == -1 else decl.weight_norm)
         except IndexError as exc:   # a dim outside the weight's: right_inverse's transpose (the answer)
             raise SetupRaised(exc) from None
+    if decl.spectral_norm is not None:   # ParametrizedLinear and kin: weight from original, buffers _u, _v
+        from torch.nn.utils.parametrizations import spectral_norm
+        sn = decl.spectral_norm
+        try:
+            module = spectral_norm(module, "weight", n_power_iterations=sn.n_power_iterations, eps=float(sn.eps),
+                                   dim=sn.dim)
+        except (IndexError, ValueError) as exc:   # _SpectralNorm's checks (the answer)
+            raise SetupRaised(exc) from None
     return module.to(dtype)
 
 

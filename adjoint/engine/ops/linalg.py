@@ -1,4 +1,4 @@
-"""Matrix products: mm, mv, dot, addmm, bmm (what ``matmul`` and ``F.linear`` dispatch to).
+"""Matrix products: mm, mv, dot, vdot, addmm, bmm (what ``matmul`` and ``F.linear`` dispatch to).
 ``_reshape_alias``, which matmul's batched path meets after ``expand``, is a view: it lives with
 the views (:mod:`adjoint.engine.ops.views`)."""
 
@@ -186,6 +186,11 @@ OPS = (
     Op("dot", "DotBackward0", dot_forward, dot_vjp, dot_shape,
        (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", math=_DOT, checks=(Check(((3,), (3,))),),
        value_error=dot_value_error, integers="alone"),
+    # torch.vdot of real vectors (spectral_norm's sigma = vdot(u, W v)): dot's value and rule; the
+    # node saves other, then self (pack order checked in torch 2.13), each only for the other's gradient
+    Op("vdot", "VdotBackward0", dot_forward, dot_vjp, dot_shape,
+       (Save("other", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g*b, g*a (real vectors)", math=_DOT,
+       checks=(Check(((3,), (3,))),), value_error=dot_value_error, integers="alone"),
     Op("addmm", "AddmmBackward0", addmm_forward, addmm_vjp, addmm_shape,
        (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", math=Math(_addmm_formula), checks=(Check(((2,), (3, 2), (2, 2))),),
        value_error=addmm_value_error, integers="alone"),

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from adjoint.format import module_signatures as nn_types
-from adjoint.format import weight_norm
+from adjoint.format import spectral_norm, weight_norm
 from adjoint.torchside.importer.emit import Flow, flow_map
 from adjoint.torchside.importer.numbers import nested
 from adjoint.torchside.importer.refuse import refuse
@@ -33,8 +33,9 @@ def type_name(module: nn.Module) -> str | None:
     if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
         return name
     base = parametrized_base(module)
-    if base is not None and base.__name__ in weight_norm.TYPES and getattr(nn, base.__name__, None) is base:
-        return base.__name__   # ParametrizedLinear: its weight_norm is checked by check_reparametrized
+    if base is not None and base.__name__ in weight_norm.TYPES + spectral_norm.TYPES and \
+            getattr(nn, base.__name__, None) is base:
+        return base.__name__   # ParametrizedLinear: its weight_norm / spectral_norm is checked by check_reparametrized
     return None
 
 
@@ -58,12 +59,14 @@ def weight_norm_dim(m: nn.Module, tname: str, path: str, at: str | None) -> int 
     or a weight_norm adjoint does not model, is refused at ``at`` (the line that calls it, else the
     factory)."""
     from torch.nn.utils import parametrize
-    from torch.nn.utils.parametrizations import _WeightNorm
+    from torch.nn.utils.parametrizations import _SpectralNorm, _WeightNorm
     if not parametrize.is_parametrized(m):
         return None
     where = f"'{path or 'model'}' ({tname})"
     plist = m.parametrizations["weight"] if list(m.parametrizations.keys()) == ["weight"] else None
-    if plist is None or len(plist) != 1 or type(plist[0]) is not _WeightNorm:
+    if plist is not None and len(plist) == 1 and type(plist[0]) is _SpectralNorm:
+        return None   # spectral_norm_keys reads it
+    if plist is None or len(plist) != 1 or type(plist[0]) is not _WeightNorm or tname not in weight_norm.TYPES:
         raise _parametrization_refused(m, tname, path, at)
     dim = plist[0].dim   # None was kept as -1
     if -plist.original1.dim() <= dim < -1:
@@ -77,6 +80,53 @@ def weight_norm_dim(m: nn.Module, tname: str, path: str, at: str | None) -> int 
                                    f"(parametrizations.{hooked[0] or ''}) are not modelled",
                      "register them on the module itself")
     return dim
+
+
+def spectral_norm_keys(m: nn.Module, tname: str, path: str, at: str | None) -> list | None:
+    """The file's ``spectral_norm:`` entries of ``torch.nn.utils.parametrizations.spectral_norm`` on
+    ``m``'s weight (adjoint.format.spectral_norm), None when ``m`` has none (weight_norm_dim refuses
+    every other parametrization); one adjoint does not model is refused at ``at``."""
+    from torch.nn.utils import parametrize
+    from torch.nn.utils.parametrizations import _SpectralNorm
+    if not parametrize.is_parametrized(m) or list(m.parametrizations.keys()) != ["weight"]:
+        return None
+    plist = m.parametrizations["weight"]
+    if len(plist) != 1 or type(plist[0]) is not _SpectralNorm:
+        return None
+    where = f"'{path or 'model'}' ({tname})"
+    if tname not in spectral_norm.TYPES:
+        raise refuse(at, f"{where} has spectral_norm, which adjoint models on {', '.join(spectral_norm.TYPES)} only",
+                     "make it a plain parameter before importing (parametrize.remove_parametrizations)")
+    sn = plist[0]
+    if sn.training != m.training or plist.training != m.training:
+        raise refuse(at, f"{where}: its spectral_norm parametrization is in another training mode than the module "
+                         "itself, which adjoint does not model", "call train() or eval() on the module")
+    hooked = [n for n, sub in m.parametrizations.named_modules()
+              if sub._forward_hooks or sub._forward_pre_hooks or sub._backward_hooks or sub._backward_pre_hooks]
+    if hooked:
+        raise refuse(at, f"{where}: hooks on its spectral_norm parametrization's modules "
+                         f"(parametrizations.{hooked[0] or ''}) are not modelled", "register them on the module itself")
+    return [("n_power_iterations", sn.n_power_iterations), ("eps", sn.eps), ("dim", sn.dim)]
+
+
+def legacy_spectral_norm(m: nn.Module, tname: str, path: str, at: str | None) -> None:
+    """The older ``torch.nn.utils.spectral_norm`` (a forward pre-hook computing ``weight`` from
+    ``weight_orig``, ``weight_u``, ``weight_v``): not modelled yet, refused naming the modelled one."""
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    if any(isinstance(h, SpectralNorm) for h in m._forward_pre_hooks.values()):
+        raise refuse(at, f"'{path or 'model'}' ({tname}) has the older torch.nn.utils.spectral_norm (a forward "
+                         "pre-hook recomputing weight from weight_orig, weight_u, weight_v), which is not modelled "
+                         "yet", "use torch.nn.utils.parametrizations.spectral_norm (modelled), or "
+                                "torch.nn.utils.remove_spectral_norm(module) before importing")
+
+
+def spectral_norm_buffers(m: nn.Module, prefix: str, side=None) -> dict:
+    """``_u`` and ``_v`` as they are now (drawn at random when the parametrization was registered)."""
+    out = {}
+    for name in (spectral_norm.U, spectral_norm.V):
+        buf = m.get_buffer(name)
+        out[name] = versioned(tensor_value(buf, f"buffer {prefix}{name}", side, prefix + name), buf)
+    return out
 
 
 #: the Transformer layers: their constructor arguments live on their submodules
@@ -264,7 +314,8 @@ def _parametrization_refused(m: nn.Module, base: str, path: str, at: str | None)
     return refuse(at, f"'{path or 'model'}' ({base}) has a parametrization (torch.nn.utils.parametrize) on "
                       f"{which}: PyTorch recomputes that tensor from parametrizations.*.original at each "
                       "access, which adjoint does not model (of the parametrizations, only "
-                      "parametrizations.weight_norm of a Linear's or a Conv's weight is)",
+                      "parametrizations.weight_norm and parametrizations.spectral_norm of a Linear's or a Conv's "
+                      "weight are)",
                   "make it a plain parameter before importing "
                   f"(torch.nn.utils.parametrize.remove_parametrizations(module, {names[0]!r}) keeps its "
                   "current value)")
@@ -283,6 +334,9 @@ def check_reparametrized(m: nn.Module, tname: str, path: str, at: str | None) ->
                      "remove it before importing (parametrize.remove_parametrizations)")
     if weight_norm_dim(m, tname, path, at) is not None:   # checked there; its original0 / original1 are the params
         return
+    if spectral_norm_keys(m, tname, path, at) is not None:   # its original is the param, _u and _v its buffers
+        return
+    legacy_spectral_norm(m, tname, path, at)
     extra = [n for n, _ in m.named_parameters() if n not in known and "." not in n]
     extra += [n for n, _ in m.named_buffers(recurse=False) if n.endswith(("_mask", "_orig"))]
     if hasattr(m, "parametrizations"):

@@ -144,10 +144,15 @@ class TreeWriter:
         dim = builtins.weight_norm_dim(m, tname, path, self.sites.get(path) or self.factory_at)
         if dim is not None:   # torch.nn.utils.parametrizations.weight_norm (adjoint.format.weight_norm)
             out["weight_norm"] = flow_map([("dim", dim)])
+        spectral = builtins.spectral_norm_keys(m, tname, path, self.sites.get(path) or self.factory_at)
+        if spectral is not None:   # torch.nn.utils.parametrizations.spectral_norm (adjoint.format.spectral_norm)
+            out["spectral_norm"] = flow_map(spectral)
         params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters()}
         if params:
             out["params"] = params
         buffers = builtins.buffer_entries(m, tname, self.full(path, ""), self.side)
+        if spectral is not None:
+            buffers.update(builtins.spectral_norm_buffers(m, self.full(path, ""), self.side))
         if buffers:
             out["buffers"] = buffers
         if tname in DROPOUTS and m.training and 0 < m.p < 1:
