@@ -67,6 +67,8 @@ GENERIC = {"_weight_norm_interface", "var", "var_mean", "max_all", "min_all", "a
            *(f"{kind}_pad{rank}d_backward" for kind in ("reflection", "replication") for rank in (1, 2, 3)),
            # adjoint/engine/ops/second_conv.py: the convolution's backward kernel by name
            "convolution_backward", "native_batch_norm_backward", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
+           "avg_pool3d_backward", "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
+           "adaptive_max_pool3d_backward", "adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward",
            # adjoint/engine/ops/rearrange.py: one named function each, J^T lambda declared generic
            "logsumexp", "cumsum", "flip", "roll", "tril", "triu", "trace",
            # adjoint/engine/ops/prod.py

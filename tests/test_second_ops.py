@@ -1,6 +1,6 @@
 """Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
 convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
-(NativeBatchNormBackwardBackward0), 2-D average and max pooling, sign (SignBackward0's zeros) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
+(NativeBatchNormBackwardBackward0), the group norm (its plain ops), 2-D and 3-D average and max pooling, the adaptive pools, sign (SignBackward0's zeros) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
@@ -93,6 +93,38 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
      lambda h, i, b: F.max_pool2d(h.reshape(1, 2, 3), (1, 2), padding=(0, 1))),
     ("F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)",
      lambda h, i, b: F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)),
+    # NativeGroupNormBackward0 under grad mode: infinitely_differentiable_native_group_norm_backward's plain ops
+    # (views, SumBackward1 / UnsqueezeBackward1 pairs, the unused var's four nodes, muls, subs and adds)
+    ("F.group_norm(h.reshape(1, 2, 3), 1)", lambda h, i, b: F.group_norm(h.reshape(1, 2, 3), 1)),
+    ("F.group_norm(h.reshape(1, 2, 3), 2, b[0, :2], b[1, :2])",
+     lambda h, i, b: F.group_norm(h.reshape(1, 2, 3), 2, b[0, :2], b[1, :2])),
+    ("F.group_norm(h.reshape(2, 3, 1), 3, b[0], None, eps=0.1)",
+     lambda h, i, b: F.group_norm(h.reshape(2, 3, 1), 3, b[0], None, eps=0.1)),
+    ("F.group_norm(h.reshape(2, 1, 3, 1), 1, b[1, :1])",
+     lambda h, i, b: F.group_norm(h.reshape(2, 1, 3, 1), 1, b[1, :1])),
+    ("F.group_norm(h.t().unsqueeze(0), 3, b[1] * 2)", lambda h, i, b: F.group_norm(h.t().unsqueeze(0), 3, b[1] * 2)),
+    ("F.group_norm(h.reshape(1, 6), 2, idx.double().reshape(6))",
+     lambda h, i, b: F.group_norm(h.reshape(1, 6), 2, i.double().reshape(6))),
+    # AvgPool3DBackward0, MaxPool3DWithIndicesBackward0, AdaptiveMaxPool{2,3}DBackward0, AdaptiveAvgPool{2,3}DBackward0:
+    # their backward kernels (*BackwardBackward0: edges grad_output and self; the max ones save the indices)
+    ("F.avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2), stride=1)",
+     lambda h, i, b: F.avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2), stride=1)),
+    ("F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)",
+     lambda h, i, b: F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)),
+    ("F.max_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), stride=1)",
+     lambda h, i, b: F.max_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), stride=1)),
+    ("F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)", lambda h, i, b: F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)),
+    ("F.adaptive_max_pool2d(h.reshape(1, 1, 2, 3), (1, 2))",
+     lambda h, i, b: F.adaptive_max_pool2d(h.reshape(1, 1, 2, 3), (1, 2))),
+    ("F.adaptive_max_pool1d(h.unsqueeze(0), 2)", lambda h, i, b: F.adaptive_max_pool1d(h.unsqueeze(0), 2)),
+    ("F.adaptive_max_pool2d(h.reshape(1, 2, 3), 2)", lambda h, i, b: F.adaptive_max_pool2d(h.reshape(1, 2, 3), 2)),
+    ("F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))",
+     lambda h, i, b: F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))),
+    ("F.adaptive_avg_pool2d(h.reshape(1, 1, 2, 3), (1, 2))",
+     lambda h, i, b: F.adaptive_avg_pool2d(h.reshape(1, 1, 2, 3), (1, 2))),
+    ("F.adaptive_avg_pool1d(h.unsqueeze(0), 2)", lambda h, i, b: F.adaptive_avg_pool1d(h.unsqueeze(0), 2)),
+    ("F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))",
+     lambda h, i, b: F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))),
     # SignBackward0: zeros_like(grad), summed with the other gradient by a recorded AddBackward0
     ("torch.sign(h) * h", lambda h, i, b: torch.sign(h) * h),
     ("torch.sign(h - 0.1) * b + h", lambda h, i, b: torch.sign(h - 0.1) * b + h),

@@ -2,12 +2,16 @@
 backward is one ATen kernel of its own: the convolution (``convolution_backward``:
 ``ConvolutionBackwardBackward0``, adjoint.engine.ops.second_conv) and the batch norm
 (``native_batch_norm_backward``: ``NativeBatchNormBackwardBackward0``, adjoint.engine.ops.second_norm), 2-D
-average and max pooling (``avg_pool2d_backward``, ``max_pool2d_with_indices_backward``: adjoint.engine.ops.second_pool).
+average and max pooling (``avg_pool2d_backward``, ``max_pool2d_with_indices_backward``: adjoint.engine.ops.second_pool),
+the 3-D and adaptive pools (``avg_pool3d_backward``, ``max_pool3d_with_indices_backward``,
+``adaptive_{max,avg}_pool{2,3}d_backward``, the same module); the group norm's plain ops are
+adjoint.engine.second_group_norm's.
 """
 
 from __future__ import annotations
 
 from adjoint.engine.second_formulas import NotModelled
+from adjoint.engine.second_group_norm import GROUP_NORM
 
 
 def _convolution(rt, node, grads, saved, need):
@@ -47,5 +51,19 @@ def _max_pool(rt, node, grads, saved, need):
                      node.loc)]
 
 
+def _pool_backward(kernel: str, indices: bool):
+    # AvgPool3DBackward0, AdaptiveAvgPool{2,3}DBackward0: KERNEL(grad, self, ...) (edges grad_output and self, no
+    # saves); MaxPool3DWithIndicesBackward0, AdaptiveMaxPool{2,3}DBackward0: KERNEL(grad, self, ..., indices) (the
+    # indices, result1, have no edge): one *BackwardBackward0 node
+    def formula(rt, node, grads, saved, need):
+        ins = [grads[0], saved["self"]] + ([saved["result1"]] if indices else [])
+        return [rt.apply(kernel, ins, node.params, node.loc)]
+    return formula
+
+
 NN = {"convolution": _convolution, "native_batch_norm": _batch_norm, "avg_pool2d": _avg_pool,
-      "max_pool2d_with_indices": _max_pool}
+      "max_pool2d_with_indices": _max_pool, "avg_pool3d": _pool_backward("avg_pool3d_backward", False),
+      "max_pool3d_with_indices": _pool_backward("max_pool3d_with_indices_backward", True),
+      **{f"adaptive_max_pool{r}d": _pool_backward(f"adaptive_max_pool{r}d_backward", True) for r in (2, 3)},
+      **{f"adaptive_avg_pool{r}d": _pool_backward(f"adaptive_avg_pool{r}d_backward", False) for r in (2, 3)},
+      **GROUP_NORM}
