@@ -1,6 +1,6 @@
 """Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
 convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
-(NativeBatchNormBackwardBackward0), the group norm (its plain ops), 2-D and 3-D average and max pooling, the adaptive pools, sign (SignBackward0's zeros) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
+(NativeBatchNormBackwardBackward0), the group norm (its plain ops), 2-D and 3-D average and max pooling, the adaptive pools, upsampling, sign (SignBackward0's zeros) and a same-sizes view (ViewBackward0): the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
@@ -125,6 +125,20 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
     ("F.adaptive_avg_pool1d(h.unsqueeze(0), 2)", lambda h, i, b: F.adaptive_avg_pool1d(h.unsqueeze(0), 2)),
     ("F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))",
      lambda h, i, b: F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))),
+    # Upsample{Nearest1D,Nearest2D,Linear1D,Bilinear2D}Backward0: their backward kernels (one
+    # *BackwardBackward0 node, one edge), whose derivative is the forward upsample
+    ("F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0)",
+     lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0)),
+    ("F.interpolate(h.reshape(1, 2, 3), size=5)", lambda h, i, b: F.interpolate(h.reshape(1, 2, 3), size=5)),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))", lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode='bilinear')",
+     lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode="bilinear")),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 5), mode='bilinear', align_corners=True)",
+     lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 5), mode="bilinear", align_corners=True)),
+    ("F.interpolate(h.reshape(1, 2, 3), size=5, mode='linear')",
+     lambda h, i, b: F.interpolate(h.reshape(1, 2, 3), size=5, mode="linear")),
+    ("F.interpolate(h.reshape(1, 2, 3), scale_factor=1.5, mode='linear', align_corners=True)",
+     lambda h, i, b: F.interpolate(h.reshape(1, 2, 3), scale_factor=1.5, mode="linear", align_corners=True)),
     # SignBackward0: zeros_like(grad), summed with the other gradient by a recorded AddBackward0
     ("torch.sign(h) * h", lambda h, i, b: torch.sign(h) * h),
     ("torch.sign(h - 0.1) * b + h", lambda h, i, b: torch.sign(h - 0.1) * b + h),

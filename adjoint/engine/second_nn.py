@@ -61,9 +61,21 @@ def _pool_backward(kernel: str, indices: bool):
     return formula
 
 
+def _upsample(kernel: str):
+    # Upsample{Nearest,Linear}{1,2}DBackward0 / UpsampleBilinear2DBackward0: KERNEL(grad, output_size, input_size,
+    # ...): one *BackwardBackward0 node, its one edge the gradient
+    def formula(rt, node, grads, saved, need):
+        from adjoint.engine.ops.second_upsample import UpsampleBackwardSpec   # loaded when used
+        spec = UpsampleBackwardSpec(node.params, tuple(node.inputs[0].shape))
+        return [rt.apply(kernel, [grads[0]], spec, node.loc)]
+    return formula
+
+
 NN = {"convolution": _convolution, "native_batch_norm": _batch_norm, "avg_pool2d": _avg_pool,
       "max_pool2d_with_indices": _max_pool, "avg_pool3d": _pool_backward("avg_pool3d_backward", False),
       "max_pool3d_with_indices": _pool_backward("max_pool3d_with_indices_backward", True),
       **{f"adaptive_max_pool{r}d": _pool_backward(f"adaptive_max_pool{r}d_backward", True) for r in (2, 3)},
       **{f"adaptive_avg_pool{r}d": _pool_backward(f"adaptive_avg_pool{r}d_backward", False) for r in (2, 3)},
+      **{name: _upsample(f"{name}_backward") for name in ("upsample_nearest1d", "upsample_nearest2d",
+                                                            "upsample_linear1d", "upsample_bilinear2d")},
       **GROUP_NORM}

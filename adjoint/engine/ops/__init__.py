@@ -39,7 +39,8 @@ FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activation
             "margin_losses", "distance", "trilinear",
             "embedding_bag", "addc",
             "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp",
-            "index_write", "weight_norm", "second_conv", "second_norm", "second_pool")
+            "index_write", "weight_norm", "second_conv", "second_norm", "second_pool",
+            "second_upsample")
 
 _registry: dict[str, Op] = {}
 
