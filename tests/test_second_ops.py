@@ -186,3 +186,50 @@ def test_batch_norm_with_a_bias_and_no_weight_is_refused():
         ((ga ** 2).sum() + (gb * a).sum()).backward()
     with pytest.raises(ProblemError, match="create_graph through NativeBatchNormBackward0 with a bias and no weight"):
         adjoint.loads(BIAS_NO_WEIGHT).solve()
+
+
+GROUP_NORM_THIRD = """
+name: group-norm-third
+dtype: float64
+inputs:
+  a: {value: [[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], requires_grad: true}
+  b: {value: [[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], requires_grad: true}
+model:
+  inputs: [a, b]
+  forward: |
+    h = a * b
+    return FORWARD
+loss: "sum(y ** 3)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [a, b], create_graph: true, as: [ga, gb]}}
+  - {backward: {method: grad, inputs: [a, b], root: "sum(ga * ga) + sum(gb ** 3)", create_graph: true, as: [ha, hb]}}
+  - {backward: {method: grad, inputs: [a, b], root: "sum(ha ** 2) + sum(hb * a)", as: [ka, kb]}}
+"""
+
+GROUP_NORM_THIRD_CASES = [
+    ("F.group_norm(h.reshape(1, 2, 3), 2) * h", lambda h, b: F.group_norm(h.reshape(1, 2, 3), 2) * h),
+    ("F.group_norm(h.reshape(2, 3, 1), 1, b[0], b[1]) * b.reshape(2, 3, 1)",
+     lambda h, b: F.group_norm(h.reshape(2, 3, 1), 1, b[0], b[1]) * b.reshape(2, 3, 1)),
+]
+
+
+@pytest.mark.parametrize("forward,twin", GROUP_NORM_THIRD_CASES, ids=[c[0] for c in GROUP_NORM_THIRD_CASES])
+def test_group_norm_create_graph_through_its_mean_and_rstd_against_torch(forward, twin):
+    """A create_graph backward through the graph the first one recorded reaches NativeGroupNormBackward0's mean and
+    rstd outputs: torch 2.13's formula adds dvar = -0.5 * rstd_cube * drstd.view(...) and var_mean_backward(...) to
+    dX (ViewBackward0s, MeanBackward1, ExpandBackward0, DivBackward1, ...): that graph node for node (names and
+    sequence_nr) and the gradient of it, against torch."""
+    from test_second_order import _run, _two_leaves, assert_same_graph, chain_ours, chain_torch, start_seq
+    run = _run(GROUP_NORM_THIRD.replace("FORWARD", forward))
+    assert run.error is None, str(run.error)
+    base = start_seq()
+    a, b = _two_leaves()
+    ga, gb = torch.autograd.grad((twin(a * b, b) ** 3).sum(), [a, b], create_graph=True)
+    ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b], create_graph=True)
+    assert_same_graph(chain_ours(run.made["ha"]), chain_torch(ha, base), forward + " ha")
+    assert_same_graph(chain_ours(run.made["hb"]), chain_torch(hb, base), forward + " hb")
+    assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-10, rel=1e-12)
+    ka, kb = torch.autograd.grad((ha ** 2).sum() + (hb * a).sum(), [a, b])
+    assert run.made["ka"].value.a.ravel().tolist() == pytest.approx(ka.flatten().tolist(), abs=1e-8, rel=1e-10)
+    assert run.made["kb"].value.a.ravel().tolist() == pytest.approx(kb.flatten().tolist(), abs=1e-8, rel=1e-10)
