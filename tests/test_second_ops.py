@@ -233,3 +233,28 @@ def test_group_norm_create_graph_through_its_mean_and_rstd_against_torch(forward
     ka, kb = torch.autograd.grad((ha ** 2).sum() + (hb * a).sum(), [a, b])
     assert run.made["ka"].value.a.ravel().tolist() == pytest.approx(ka.flatten().tolist(), abs=1e-8, rel=1e-10)
     assert run.made["kb"].value.a.ravel().tolist() == pytest.approx(kb.flatten().tolist(), abs=1e-8, rel=1e-10)
+
+
+THIRD_CASES = [  # a third backward through the backward kernels the second one recorded
+    ("F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode='bilinear')",
+     lambda h, b: F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode="bilinear")),
+    ("F.interpolate(h.reshape(1, 2, 3), size=5, mode='linear', align_corners=True)",
+     lambda h, b: F.interpolate(h.reshape(1, 2, 3), size=5, mode="linear", align_corners=True)),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))", lambda h, b: F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))),
+    ("F.interpolate(h.reshape(1, 2, 3), scale_factor=2.0)", lambda h, b: F.interpolate(h.reshape(1, 2, 3), scale_factor=2.0)),
+    ("F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)", lambda h, b: F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)),
+    ("F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)",
+     lambda h, b: F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)),
+    ("F.adaptive_avg_pool2d(h.reshape(1, 2, 3), (2, 2))", lambda h, b: F.adaptive_avg_pool2d(h.reshape(1, 2, 3), (2, 2))),
+    ("F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))",
+     lambda h, b: F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))),
+]
+
+
+@pytest.mark.parametrize("forward,twin", THIRD_CASES, ids=[c[0] for c in THIRD_CASES])
+def test_third_backward_through_upsample_and_avg_pool_kernels_against_torch(forward, twin):
+    """Upsample*BackwardBackward0's formula is the forward upsample (its node again), AvgPool{2,3}DBackwardBackward0's
+    and AdaptiveAvgPool{2,3}DBackwardBackward0's the forward pool and zeros for self: the graph of a create_graph
+    backward through them node for node, and the gradient of it, against torch 2.13."""
+    test_group_norm_create_graph_through_its_mean_and_rstd_against_torch(
+        f"({forward}).pow(2).sum() * h", lambda h, b: twin(h, b).pow(2).sum() * h)

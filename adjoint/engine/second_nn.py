@@ -4,7 +4,9 @@ backward is one ATen kernel of its own: the convolution (``convolution_backward`
 (``native_batch_norm_backward``: ``NativeBatchNormBackwardBackward0``, adjoint.engine.ops.second_norm), 2-D
 average and max pooling (``avg_pool2d_backward``, ``max_pool2d_with_indices_backward``: adjoint.engine.ops.second_pool),
 the 3-D and adaptive pools (``avg_pool3d_backward``, ``max_pool3d_with_indices_backward``,
-``adaptive_{max,avg}_pool{2,3}d_backward``, the same module); the group norm's plain ops are
+``adaptive_{max,avg}_pool{2,3}d_backward``, the same module), upsampling (``upsample_*_backward``:
+adjoint.engine.ops.second_upsample); and, for a third backward, the average pools' and upsampling's backward
+kernels (the forward pool or upsample of the gradient). The group norm's plain ops are
 adjoint.engine.second_group_norm's.
 """
 
@@ -71,6 +73,23 @@ def _upsample(kernel: str):
     return formula
 
 
+def _upsample_again(forward_op: str):
+    # Upsample*BackwardBackward0 (a third backward): upsample_*(grad, output_size, ...): the forward upsample's node
+    def formula(rt, node, grads, saved, need):
+        return [rt.apply(forward_op, [grads[0]], node.params.spec, node.loc)]
+    return formula
+
+
+def _avg_pool_again(forward_op: str):
+    # AvgPool{2,3}DBackwardBackward0, AdaptiveAvgPool{2,3}DBackwardBackward0 (a third backward): grad_output: the
+    # forward pool of the gradient (its node); self: zeros_like(self), no node
+    def formula(rt, node, grads, saved, need):
+        x = node.inputs[1]
+        pooled = rt.apply(forward_op, [grads[0]], node.params, node.loc) if need[0] else None
+        return [pooled, rt.tensor(rt.B.zeros(tuple(x.shape)), dtype=x.dtype) if len(need) > 1 and need[1] else None]
+    return formula
+
+
 NN = {"convolution": _convolution, "native_batch_norm": _batch_norm, "avg_pool2d": _avg_pool,
       "max_pool2d_with_indices": _max_pool, "avg_pool3d": _pool_backward("avg_pool3d_backward", False),
       "max_pool3d_with_indices": _pool_backward("max_pool3d_with_indices_backward", True),
@@ -78,4 +97,8 @@ NN = {"convolution": _convolution, "native_batch_norm": _batch_norm, "avg_pool2d
       **{f"adaptive_avg_pool{r}d": _pool_backward(f"adaptive_avg_pool{r}d_backward", False) for r in (2, 3)},
       **{name: _upsample(f"{name}_backward") for name in ("upsample_nearest1d", "upsample_nearest2d",
                                                             "upsample_linear1d", "upsample_bilinear2d")},
+      **{f"{name}_backward": _upsample_again(name) for name in ("upsample_nearest1d", "upsample_nearest2d",
+                                                                "upsample_linear1d", "upsample_bilinear2d")},
+      **{f"{name}_backward": _avg_pool_again(name) for name in ("avg_pool2d", "avg_pool3d", "adaptive_avg_pool2d",
+                                                                "adaptive_avg_pool3d")},
       **GROUP_NORM}
