@@ -248,13 +248,21 @@ THIRD_CASES = [  # a third backward through the backward kernels the second one 
     ("F.adaptive_avg_pool2d(h.reshape(1, 2, 3), (2, 2))", lambda h, b: F.adaptive_avg_pool2d(h.reshape(1, 2, 3), (2, 2))),
     ("F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))",
      lambda h, b: F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))),
+    ("F.max_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)", lambda h, b: F.max_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)),
+    ("F.max_pool1d(h.unsqueeze(0), 2)", lambda h, b: F.max_pool1d(h.unsqueeze(0), 2)),
+    ("F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)", lambda h, b: F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)),
+    ("F.adaptive_max_pool2d(h.reshape(2, 1, 3), (1, 2))", lambda h, b: F.adaptive_max_pool2d(h.reshape(2, 1, 3), (1, 2))),
+    ("F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))",
+     lambda h, b: F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))),
+    ("F.max_pool2d(h.reshape(1, 2, 3), 2, 1, 1)", lambda h, b: F.max_pool2d(h.reshape(1, 2, 3), 2, 1, 1)),
 ]
 
 
 @pytest.mark.parametrize("forward,twin", THIRD_CASES, ids=[c[0] for c in THIRD_CASES])
-def test_third_backward_through_upsample_and_avg_pool_kernels_against_torch(forward, twin):
+def test_third_backward_through_upsample_and_pool_kernels_against_torch(forward, twin):
     """Upsample*BackwardBackward0's formula is the forward upsample (its node again), AvgPool{2,3}DBackwardBackward0's
-    and AdaptiveAvgPool{2,3}DBackwardBackward0's the forward pool and zeros for self: the graph of a create_graph
+    and AdaptiveAvgPool{2,3}DBackwardBackward0's the forward pool and zeros for self, the max pools' kernels
+    max_pool_double_backward's view / gather / view and zeros for self: the graph of a create_graph
     backward through them node for node, and the gradient of it, against torch 2.13."""
     test_group_norm_create_graph_through_its_mean_and_rstd_against_torch(
         f"({forward}).pow(2).sum() * h", lambda h, b: twin(h, b).pow(2).sum() * h)
