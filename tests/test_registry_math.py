@@ -70,6 +70,10 @@ GENERIC = {"_weight_norm_interface", "var", "var_mean", "max_all", "min_all", "a
            # adjoint/engine/ops/second_losses.py: the pointwise losses' backward kernels and logit, by name
            "binary_cross_entropy_backward", "binary_cross_entropy_backward_w", "smooth_l1_loss_backward",
            "huber_loss_backward", "logit",
+           "avg_pool3d_backward", "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
+           "adaptive_max_pool3d_backward", "adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward",
+           "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_linear1d_backward",
+           "upsample_bilinear2d_backward",
            # adjoint/engine/ops/rearrange.py: one named function each, J^T lambda declared generic
            "logsumexp", "cumsum", "flip", "roll", "tril", "triu", "trace",
            # adjoint/engine/ops/prod.py

@@ -1,8 +1,9 @@
 """Second order through addcmul, addcdiv, logsumexp, cosine_embedding_loss (SubBackward1), the
 convolution (ConvolutionBackwardBackward0), the batch norm and instance norm
-(NativeBatchNormBackwardBackward0), 2-D average and max pooling, sign (SignBackward0's zeros), a same-sizes view
-(ViewBackward0), abs / sgn (and SgnBackward0's efficient zero tensor), x ** 0.5, clamp with tensor bounds and the
-vector norms of orders 1, inf and others: the graph a create_graph backward records, node for node
+(NativeBatchNormBackwardBackward0), the group norm (its plain ops), 2-D and 3-D average and max pooling, the
+adaptive pools, upsampling, sign (SignBackward0's zeros), a same-sizes view (ViewBackward0), abs / sgn (and
+SgnBackward0's efficient zero tensor), x ** 0.5, clamp with tensor bounds and the vector norms of orders 1, inf and
+others: the graph a create_graph backward records, node for node
 (names and sequence_nr), and the grad of grad, against real torch 2.13 (all were refused before)."""
 
 import pytest
@@ -95,6 +96,52 @@ OPS = [  # (forward over h = a * b, b and idx; the same in torch)
      lambda h, i, b: F.max_pool2d(h.reshape(1, 2, 3), (1, 2), padding=(0, 1))),
     ("F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)",
      lambda h, i, b: F.max_pool2d(torch.relu(F.conv2d(h.reshape(1, 1, 2, 3), b[:, :2].reshape(1, 1, 2, 2), padding=1)), 2)),
+    # NativeGroupNormBackward0 under grad mode: infinitely_differentiable_native_group_norm_backward's plain ops
+    # (views, SumBackward1 / UnsqueezeBackward1 pairs, the unused var's four nodes, muls, subs and adds)
+    ("F.group_norm(h.reshape(1, 2, 3), 1)", lambda h, i, b: F.group_norm(h.reshape(1, 2, 3), 1)),
+    ("F.group_norm(h.reshape(1, 2, 3), 2, b[0, :2], b[1, :2])",
+     lambda h, i, b: F.group_norm(h.reshape(1, 2, 3), 2, b[0, :2], b[1, :2])),
+    ("F.group_norm(h.reshape(2, 3, 1), 3, b[0], None, eps=0.1)",
+     lambda h, i, b: F.group_norm(h.reshape(2, 3, 1), 3, b[0], None, eps=0.1)),
+    ("F.group_norm(h.reshape(2, 1, 3, 1), 1, b[1, :1])",
+     lambda h, i, b: F.group_norm(h.reshape(2, 1, 3, 1), 1, b[1, :1])),
+    ("F.group_norm(h.t().unsqueeze(0), 3, b[1] * 2)", lambda h, i, b: F.group_norm(h.t().unsqueeze(0), 3, b[1] * 2)),
+    ("F.group_norm(h.reshape(1, 6), 2, idx.double().reshape(6))",
+     lambda h, i, b: F.group_norm(h.reshape(1, 6), 2, i.double().reshape(6))),
+    # AvgPool3DBackward0, MaxPool3DWithIndicesBackward0, AdaptiveMaxPool{2,3}DBackward0, AdaptiveAvgPool{2,3}DBackward0:
+    # their backward kernels (*BackwardBackward0: edges grad_output and self; the max ones save the indices)
+    ("F.avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2), stride=1)",
+     lambda h, i, b: F.avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2), stride=1)),
+    ("F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)",
+     lambda h, i, b: F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)),
+    ("F.max_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), stride=1)",
+     lambda h, i, b: F.max_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), stride=1)),
+    ("F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)", lambda h, i, b: F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)),
+    ("F.adaptive_max_pool2d(h.reshape(1, 1, 2, 3), (1, 2))",
+     lambda h, i, b: F.adaptive_max_pool2d(h.reshape(1, 1, 2, 3), (1, 2))),
+    ("F.adaptive_max_pool1d(h.unsqueeze(0), 2)", lambda h, i, b: F.adaptive_max_pool1d(h.unsqueeze(0), 2)),
+    ("F.adaptive_max_pool2d(h.reshape(1, 2, 3), 2)", lambda h, i, b: F.adaptive_max_pool2d(h.reshape(1, 2, 3), 2)),
+    ("F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))",
+     lambda h, i, b: F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))),
+    ("F.adaptive_avg_pool2d(h.reshape(1, 1, 2, 3), (1, 2))",
+     lambda h, i, b: F.adaptive_avg_pool2d(h.reshape(1, 1, 2, 3), (1, 2))),
+    ("F.adaptive_avg_pool1d(h.unsqueeze(0), 2)", lambda h, i, b: F.adaptive_avg_pool1d(h.unsqueeze(0), 2)),
+    ("F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))",
+     lambda h, i, b: F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))),
+    # Upsample{Nearest1D,Nearest2D,Linear1D,Bilinear2D}Backward0: their backward kernels (one
+    # *BackwardBackward0 node, one edge), whose derivative is the forward upsample
+    ("F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0)",
+     lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0)),
+    ("F.interpolate(h.reshape(1, 2, 3), size=5)", lambda h, i, b: F.interpolate(h.reshape(1, 2, 3), size=5)),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))", lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode='bilinear')",
+     lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode="bilinear")),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 5), mode='bilinear', align_corners=True)",
+     lambda h, i, b: F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 5), mode="bilinear", align_corners=True)),
+    ("F.interpolate(h.reshape(1, 2, 3), size=5, mode='linear')",
+     lambda h, i, b: F.interpolate(h.reshape(1, 2, 3), size=5, mode="linear")),
+    ("F.interpolate(h.reshape(1, 2, 3), scale_factor=1.5, mode='linear', align_corners=True)",
+     lambda h, i, b: F.interpolate(h.reshape(1, 2, 3), scale_factor=1.5, mode="linear", align_corners=True)),
     # SignBackward0: zeros_like(grad), summed with the other gradient by a recorded AddBackward0
     ("torch.sign(h) * h", lambda h, i, b: torch.sign(h) * h),
     ("torch.sign(h - 0.1) * b + h", lambda h, i, b: torch.sign(h - 0.1) * b + h),
@@ -272,3 +319,94 @@ def test_a_zero_tensor_a_hook_or_autograd_grad_would_see_is_refused(steps, hooks
     with pytest.raises(ProblemError, match=says) as exc:
         adjoint.loads(text).solve()
     assert exc.value.loc is not None
+
+
+GROUP_NORM_THIRD = """
+name: group-norm-third
+dtype: float64
+inputs:
+  a: {value: [[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], requires_grad: true}
+  b: {value: [[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], requires_grad: true}
+model:
+  inputs: [a, b]
+  forward: |
+    h = a * b
+    return FORWARD
+loss: "sum(y ** 3)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [a, b], create_graph: true, as: [ga, gb]}}
+  - {backward: {method: grad, inputs: [a, b], root: "sum(ga * ga) + sum(gb ** 3)", create_graph: true, as: [ha, hb]}}
+  - {backward: {method: grad, inputs: [a, b], root: "sum(ha ** 2) + sum(hb * a)", as: [ka, kb]}}
+"""
+
+GROUP_NORM_THIRD_CASES = [
+    ("F.group_norm(h.reshape(1, 2, 3), 2) * h", lambda h, b: F.group_norm(h.reshape(1, 2, 3), 2) * h),
+    ("F.group_norm(h.reshape(2, 3, 1), 1, b[0], b[1]) * b.reshape(2, 3, 1)",
+     lambda h, b: F.group_norm(h.reshape(2, 3, 1), 1, b[0], b[1]) * b.reshape(2, 3, 1)),
+]
+
+
+@pytest.mark.parametrize("forward,twin", GROUP_NORM_THIRD_CASES, ids=[c[0] for c in GROUP_NORM_THIRD_CASES])
+def test_group_norm_create_graph_through_its_mean_and_rstd_against_torch(forward, twin):
+    """A create_graph backward through the graph the first one recorded reaches NativeGroupNormBackward0's mean and
+    rstd outputs: torch 2.13's formula adds dvar = -0.5 * rstd_cube * drstd.view(...) and var_mean_backward(...) to
+    dX (ViewBackward0s, MeanBackward1, ExpandBackward0, DivBackward1, ...): that graph node for node (names and
+    sequence_nr) and the gradient of it, against torch."""
+    from test_second_order import _run, _two_leaves, assert_same_graph, chain_ours, chain_torch, start_seq
+    run = _run(GROUP_NORM_THIRD.replace("FORWARD", forward))
+    assert run.error is None, str(run.error)
+    base = start_seq()
+    a, b = _two_leaves()
+    ga, gb = torch.autograd.grad((twin(a * b, b) ** 3).sum(), [a, b], create_graph=True)
+    ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b], create_graph=True)
+    assert_same_graph(chain_ours(run.made["ha"]), chain_torch(ha, base), forward + " ha")
+    assert_same_graph(chain_ours(run.made["hb"]), chain_torch(hb, base), forward + " hb")
+    assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-10, rel=1e-12)
+    ka, kb = torch.autograd.grad((ha ** 2).sum() + (hb * a).sum(), [a, b])
+    assert run.made["ka"].value.a.ravel().tolist() == pytest.approx(ka.flatten().tolist(), abs=1e-8, rel=1e-10)
+    assert run.made["kb"].value.a.ravel().tolist() == pytest.approx(kb.flatten().tolist(), abs=1e-8, rel=1e-10)
+
+
+THIRD_CASES = [  # a third backward through the backward kernels the second one recorded
+    ("F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode='bilinear')",
+     lambda h, b: F.interpolate(h.reshape(1, 1, 2, 3), scale_factor=2.0, mode="bilinear")),
+    ("F.interpolate(h.reshape(1, 2, 3), size=5, mode='linear', align_corners=True)",
+     lambda h, b: F.interpolate(h.reshape(1, 2, 3), size=5, mode="linear", align_corners=True)),
+    ("F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))", lambda h, b: F.interpolate(h.reshape(1, 1, 2, 3), size=(3, 4))),
+    ("F.interpolate(h.reshape(1, 2, 3), scale_factor=2.0)", lambda h, b: F.interpolate(h.reshape(1, 2, 3), scale_factor=2.0)),
+    ("F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)", lambda h, b: F.avg_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)),
+    ("F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)",
+     lambda h, b: F.avg_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1), count_include_pad=False)),
+    ("F.adaptive_avg_pool2d(h.reshape(1, 2, 3), (2, 2))", lambda h, b: F.adaptive_avg_pool2d(h.reshape(1, 2, 3), (2, 2))),
+    ("F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))",
+     lambda h, b: F.adaptive_avg_pool3d(h.reshape(1, 1, 2, 3), (1, 1, 2))),
+    ("F.max_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)", lambda h, b: F.max_pool2d(h.reshape(1, 1, 2, 3), 2, stride=1)),
+    ("F.max_pool1d(h.unsqueeze(0), 2)", lambda h, b: F.max_pool1d(h.unsqueeze(0), 2)),
+    ("F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)", lambda h, b: F.max_pool3d(h.reshape(1, 1, 2, 3), 2, padding=1)),
+    ("F.adaptive_max_pool2d(h.reshape(2, 1, 3), (1, 2))", lambda h, b: F.adaptive_max_pool2d(h.reshape(2, 1, 3), (1, 2))),
+    ("F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))",
+     lambda h, b: F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))),
+    ("F.max_pool2d(h.reshape(1, 2, 3), 2, 1, 1)", lambda h, b: F.max_pool2d(h.reshape(1, 2, 3), 2, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("forward,twin", THIRD_CASES, ids=[c[0] for c in THIRD_CASES])
+def test_third_backward_through_upsample_and_pool_kernels_against_torch(forward, twin):
+    """Upsample*BackwardBackward0's formula is the forward upsample (its node again), AvgPool{2,3}DBackwardBackward0's
+    and AdaptiveAvgPool{2,3}DBackwardBackward0's the forward pool and zeros for self, the max pools' kernels
+    max_pool_double_backward's view / gather / view and zeros for self: the graph of a create_graph
+    backward through them node for node, and the gradient of it, against torch 2.13."""
+    test_group_norm_create_graph_through_its_mean_and_rstd_against_torch(
+        f"({forward}).pow(2).sum() * h", lambda h, b: twin(h, b).pow(2).sum() * h)
+
+
+def test_group_norm_create_graph_of_a_gradient_in_another_dim_order_is_refused():
+    """A transpose's backward hands the group norm a gradient in another dim order; whether torch 2.13's reshape of it
+    is a view or a _reshape_alias depends on a layout not checked here: refused in one line, not guessed."""
+    import adjoint
+    from adjoint.format.errors import ProblemError
+    text = GROUP_NORM_THIRD.replace("FORWARD", "F.group_norm(h.reshape(1, 2, 3), 2).transpose(1, 2)")
+    with pytest.raises(ProblemError, match="create_graph through NativeGroupNormBackward0 of a gradient in another "
+                                           "dim order is not modelled yet"):
+        adjoint.loads(text).solve()

@@ -40,7 +40,7 @@ FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activation
             "embedding_bag", "addc",
             "scaled_products", "moments", "hypot_heaviside", "modulo", "logcumsumexp",
             "index_write", "weight_norm", "second_conv", "second_norm", "second_pool",
-            "second_losses")
+            "second_losses", "second_upsample")
 
 _registry: dict[str, Op] = {}
 

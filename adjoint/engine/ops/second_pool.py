@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from adjoint.values.mathtree import Fn, generic_vjp, layer
-from adjoint.engine.ops.pool import PoolSpec, _pool_sub, avg_pool_forward, avg_pool_vjp
+from adjoint.engine.ops.pool import (PoolSpec, _pool_sub, _rank, _sizes, adaptive_forward, adaptive_vjp,
+                                     avg_pool_forward, avg_pool_vjp)
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
@@ -35,10 +36,11 @@ def avg_pool_backward_vjp(B, gs, ins, outs, p: PoolSpec, need):
             B.zeros(tuple(B.shape(x))) if len(need) > 1 and need[1] else None]
 
 
-def _flat(B, go, x, indices):
-    """The rows (batch and channel planes) of the output and the spatial size of the input."""
+def _flat(B, go, x, indices, p):
+    """The rows (batch and channel planes) of the output and the spatial size of the input (``p``: a
+    PoolSpec, or an adaptive max pool's output size: its rank)."""
     shape = tuple(B.shape(x))
-    rank = 2
+    rank = _rank(p)
     idx = B.as_indices(indices)
     per = int(np.prod(idx.shape[-rank:])) if idx.size else 0
     rows = idx.size // per if per else 0
@@ -48,7 +50,7 @@ def _flat(B, go, x, indices):
 def max_pool_backward_forward(B, ins, p: PoolSpec):
     """max_pool2d_with_indices_backward: grad_output added at each window's index."""
     go, x, indices = ins
-    shape, rank, flat_idx, rows, per = _flat(B, go, x, indices)
+    shape, rank, flat_idx, rows, per = _flat(B, go, x, indices, p)
     if rows == 0:
         return B.zeros(shape)
     spatial = int(np.prod(shape[-rank:]))
@@ -62,7 +64,7 @@ def max_pool_backward_vjp(B, gs, ins, outs, p: PoolSpec, need):
     go, x, indices = ins
     d_go = None
     if need[0]:
-        shape, rank, flat_idx, rows, per = _flat(B, go, x, indices)
+        shape, rank, flat_idx, rows, per = _flat(B, go, x, indices, p)
         if rows == 0:
             d_go = B.zeros(tuple(B.shape(go)))
         else:
@@ -72,8 +74,37 @@ def max_pool_backward_vjp(B, gs, ins, outs, p: PoolSpec, need):
     return [d_go, B.zeros(tuple(B.shape(x))) if len(need) > 1 and need[1] else None, None]
 
 
+def adaptive_avg_backward_forward(B, ins, out_sizes):
+    """_adaptive_avg_pool{2,3}d_backward: the gradient spread over each adaptive window."""
+    go, x = ins
+    return adaptive_vjp(B, [go], [x], None, out_sizes, [True])[0]
+
+
+def adaptive_avg_backward_vjp(B, gs, ins, outs, out_sizes, need):
+    """grad_output: _adaptive_avg_pool{2,3}d(grad, grad_output's spatial sizes); self: zeros_like(self)."""
+    go, x = ins
+    return [adaptive_forward(B, [gs[0]], out_sizes) if need[0] else None,
+            B.zeros(tuple(B.shape(x))) if len(need) > 1 and need[1] else None]
+
+
 AVGPOOL_BACKWARD = Fn("avg_pool2d_backward", "\\operatorname{avgpool}'_{#s}\\left(#*\\right)", generic_vjp)
 MAXPOOL_BACKWARD = Fn("max_pool2d_backward", "\\operatorname{maxpool}'_{#s}\\left(#*\\right)", generic_vjp)
+
+AVGPOOL3D_BACKWARD = Fn("avg_pool3d_backward", "\\operatorname{avgpool}'_{#s}\\left(#*\\right)", generic_vjp)
+MAXPOOL3D_BACKWARD = Fn("max_pool3d_backward", "\\operatorname{maxpool}'_{#s}\\left(#*\\right)", generic_vjp)
+ADAPTIVE_MAX_BACKWARD = tuple(
+    Fn(f"adaptive_max_pool{r}d_backward", "\\operatorname{adaptivemaxpool}'_{#s}\\left(#*\\right)", generic_vjp)
+    for r in (2, 3))
+ADAPTIVE_AVG_BACKWARD = tuple(
+    Fn(f"adaptive_avg_pool{r}d_backward", "\\operatorname{adaptiveavgpool}'_{#s}\\left(#*\\right)", generic_vjp)
+    for r in (2, 3))
+_MAX_TEXT = "g added at each window's index; the gradient read at each index, zeros_like(self)"
+_ADAPTIVE_AVG_TEXT = "g spread over each adaptive window; _adaptive_avg_pool(grad), zeros_like(self)"
+
+
+def _sizes_sub(out):
+    return _sizes(tuple(out))
+
 
 OPS = (
     Op("avg_pool2d_backward", "AvgPool2DBackwardBackward0", avg_pool_backward_forward, avg_pool_backward_vjp,
@@ -89,4 +120,30 @@ OPS = (
        checks=(Check(((1, 1, 1, 2), (1, 1, 2, 3), (1, 1, 1, 2)), PoolSpec((2, 2), (1, 1), (0, 0)),
                      given=((2, (3, 5)),)),),
        integers="refused"),
+    # the 3-D pools and the adaptive ones (torch 2.13's derivatives.yaml: max_pool_double_backward(grad, indices,
+    # dim) for the max pools' grad_output, avg_pool3d / _adaptive_avg_pool{2,3}d for the average ones, zeros_like(self))
+    Op("avg_pool3d_backward", "AvgPool3DBackwardBackward0", avg_pool_backward_forward, avg_pool_backward_vjp,
+       _self_shape, (), "g / divisor spread over each window; avg_pool3d(grad), zeros_like(self)", grows=False,
+       math=Math(layer((AVGPOOL3D_BACKWARD,), _pool_sub)),
+       checks=(Check(((1, 1, 1, 2), (1, 1, 2, 3)), PoolSpec((1, 2, 2), (1, 1, 1), (0, 0, 0), (1, 1, 1))),
+               Check(((1, 1, 3, 4, 4), (1, 1, 2, 3, 3)), PoolSpec((2, 2, 2), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                                                                 count_include_pad=False))),
+       integers="refused"),
+    Op("max_pool3d_with_indices_backward", "MaxPool3DWithIndicesBackwardBackward0", max_pool_backward_forward,
+       max_pool_backward_vjp, _self_shape, (Save("indices", "in", 2),), _MAX_TEXT, negzero="structural",
+       grows=False, differentiable=(True, True, False), math=Math(layer((MAXPOOL3D_BACKWARD,), _pool_sub)),
+       checks=(Check(((1, 1, 1, 1, 2), (1, 1, 1, 2, 3), (1, 1, 1, 1, 2)),
+                     PoolSpec((1, 2, 2), (1, 1, 1), (0, 0, 0), (1, 1, 1)), given=((2, (3, 5)),)),),
+       integers="refused"),
+    *(Op(f"adaptive_max_pool{r}d_backward", f"AdaptiveMaxPool{r}DBackwardBackward0", max_pool_backward_forward,
+         max_pool_backward_vjp, _self_shape, (Save("indices", "in", 2),), _MAX_TEXT, negzero="structural",
+         grows=False, differentiable=(True, True, False), math=Math(layer((fn,), _sizes_sub)),
+         checks=(Check(((1,) * (r - 1) + (1, 2), (1,) * (r - 1) + (3, 3), (1,) * (r - 1) + (1, 2)), (1,) * (r - 1) + (2,),
+                       given=((2, (3, 5)),)),),
+         integers="refused") for r, fn in zip((2, 3), ADAPTIVE_MAX_BACKWARD)),
+    *(Op(f"adaptive_avg_pool{r}d_backward", f"AdaptiveAvgPool{r}DBackwardBackward0", adaptive_avg_backward_forward,
+         adaptive_avg_backward_vjp, _self_shape, (), _ADAPTIVE_AVG_TEXT, grows=False,
+         math=Math(layer((fn,), _sizes_sub)),
+         checks=(Check(((1,) * (r - 1) + (2, 2), (1,) * (r - 1) + (3, 5)), (1,) * (r - 2) + (2, 2)),),
+         integers="refused") for r, fn in zip((2, 3), ADAPTIVE_AVG_BACKWARD)),
 )
