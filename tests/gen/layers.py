@@ -544,14 +544,24 @@ class LayerGen:
             return "mod", m, m.out_shape
         if kind == "dropout":
             p = s.choice([Fr(1, 2), Fr(1, 4)])
-            m = self.lmod(name, path, "Dropout", [shape], shape, {"p": p})
+            # p = 1/4 on 2-5 dims: the channel-wise one of that rank (no draw of its own: the same random
+            # stream, the mask the first of the drawn elements); 2-D is an unbatched Dropout1d (unsqueezed)
+            typ = {2: "Dropout1d", 3: "Dropout1d", 4: "Dropout2d", 5: "Dropout3d"}.get(len(shape), "Dropout") \
+                if p == Fr(1, 4) else "Dropout"
+            m = self.lmod(name, path, typ, [shape], shape, {"p": p})
             if self.root_training is False or s.coin(0.25):
                 if self.root_training is not False:
                     m.training = False
-                m.alias = True
+                m.alias = not (typ == "Dropout1d" and len(shape) == 2)   # unsqueezed and squeezed: a new tensor
                 self.v2_used["layer Dropout eval"] += 1
             else:
-                m.mask = (shape, [s.weighted([(2, 1), (1, 0)]) for _ in range(math.prod(shape))])
+                keep = [s.weighted([(2, 1), (1, 0)]) for _ in range(math.prod(shape))]
+                noise = shape
+                if typ != "Dropout":
+                    full = (1,) + shape if len(shape) == 2 else shape
+                    noise = full[:2] + (1,) * (len(full) - 2)
+                    self.v2_used[f"layer {typ} mask"] += 1
+                m.mask = (noise, keep[:math.prod(noise)])
                 self.int_saved = True      # its mask (bool) is saved
                 self.int_paths.add(path)
                 self.v2_used["layer Dropout mask"] += 1
