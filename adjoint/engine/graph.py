@@ -286,6 +286,8 @@ class SavedVariable:
                                         # (its regenerated AsStridedBackward0), named by the version message
                                         # while something still holds it (SavedVariable::weak_grad_fn_)
     packed_grad_fn: "Node | None" = None  # with hooks: the tensor's grad_fn when they packed it (grad_fn_)
+    unpack_error: object = None          # a mask or index the unpack hook gave back as another dtype: what the
+                                         # backward kernel raises (adjoint.engine.hook_runner.index_dtype_error)
     was_leaf: bool = field(init=False)    # is_leaf_: the tensor had no grad_fn when saved
     requires_grad: bool = field(init=False)  # requires_grad_: whether it required grad when saved
 

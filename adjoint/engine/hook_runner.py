@@ -357,6 +357,8 @@ class HookRunner:
         return self._unpacked(hook, packed, None, sv)
 
     def _unpacked(self, hook, packed, node, sv):
+        if sv is not None:
+            sv.unpack_error = None
         out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
                                sv.name if sv is not None else None, sv.tensor if sv is not None else None)
         if not isinstance(out, Tensor):   # PySavedVariableHooks::call_unpack_hook checks the result
@@ -376,7 +378,13 @@ class HookRunner:
                                                 f"{list(out.shape)} for one saved with shape {list(sv.tensor.shape)}: "
                                                 "each backward formula broadcasts it its own way, which is not "
                                                 "modelled yet; return a tensor of the saved one's shape")
-        if sv is not None and node is not None and node.kind == "op" and not node.op.elementwise \
+        mask_or_index = sv is not None and node is not None and isinstance(sv.tensor, Tensor) and out.dtype != sv.tensor.dtype \
+                and sv.tensor.dtype in ("bool", "int64")
+        if mask_or_index:
+            # a mask or an index given back as another dtype: the node's kernel refuses it once every
+            # saved tensor is unpacked (adjoint.engine.reverse.backward_error raises it)
+            sv.unpack_error = index_dtype_error(node.name, sv.tensor.dtype, out.dtype, hook.unpack.loc, hook.label)
+        if not mask_or_index and sv is not None and node is not None and node.kind == "op" and not node.op.elementwise \
                 and isinstance(sv.tensor, Tensor) and out.dtype != sv.tensor.dtype:
             # a TensorIterator kernel promotes (the engine casts the result to the input's dtype); a
             # matrix product or convolution refuses mixed dtypes, each kernel in its own words, with
@@ -507,3 +515,33 @@ def _value(v, hook):
     # a plain Python number: PyTorch would reject it as a gradient
     raise ProblemError(hook.returns.loc, "the hook returns a plain number; PyTorch expects a tensor "
                                          "(write e.g. grad * 0 + 1)")
+
+
+#: ScalarType names (``toString``) and C type names (``c10::toString`` of a TypeMeta) of the dtypes a
+#: file's tensors have, as the kernels' messages print them
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+_C_NAMES = {"float32": "float", "float64": "double", "int64": "long int", "bool": "bool"}
+
+#: the nodes whose backward kernel checks a saved boolean mask's dtype, and their words (torch 2.13)
+_MASK_KERNELS = {
+    "WhereBackward0": lambda d: f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                                f"{_SCALAR_NAMES[d]}",
+    "MaskedFillBackward0": lambda d: f"masked_fill_ only supports boolean masks, but got mask with dtype {_C_NAMES[d]}",
+    "MaskedScatterBackward0": lambda d: f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                                        f"{_C_NAMES[d]}",
+    "MaskedSelectBackward0": lambda d: f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                                       f"{_SCALAR_NAMES[d]}",
+}
+
+
+def index_dtype_error(node_name: str, saved: str, given: str, loc, label: str):
+    """What the backward of ``node_name`` does with a saved bool mask or int64 index that an unpack hook
+    gave back as ``given``: the kernel's RuntimeError (a mask of where, masked_fill, masked_scatter,
+    masked_select: torch 2.13's words), else a refusal -- the index kernels read another dtype in
+    their own ways (a bool mask turned int64 indexes by position), which is not modelled."""
+    if saved == "bool" and node_name in _MASK_KERNELS and given in _SCALAR_NAMES:
+        return TorchError("RuntimeError", _MASK_KERNELS[node_name](given), "dtype")
+    return ProblemError(loc, f"the unpack hook '{label}' returns a {given} tensor for the {saved} one {node_name} "
+                             "saved (a mask or an index): how its backward kernel reads it is not modelled; return "
+                             f"a {saved} tensor")
+

@@ -218,6 +218,10 @@ class SecondEngine(Engine):
         need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
         if not any(need):
             return [None] * len(node.edges)
+        for sv in node.saved:   # a mask or index an unpack hook gave back as another dtype: the kernel's error
+            if getattr(sv, "unpack_error", None) is not None:
+                error, sv.unpack_error = sv.unpack_error, None
+                raise error
         rt.second_from = node       # the ops recorded now are this node's backward formula (the document says so)
         try:
             grads = list(FORMULAS[node.op.name](rt, node, list(inputs), saved, need))
