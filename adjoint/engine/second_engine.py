@@ -31,8 +31,10 @@ from adjoint.engine.second_binary import BINARY
 from adjoint.engine.second_products import PRODUCTS
 from adjoint.engine.second_nn import NN
 from adjoint.engine.second_losses import LOSSES
+from adjoint.engine.second_recurrent import RECURRENT
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **LOSSES, **BINARY, **PRODUCTS}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **LOSSES, **BINARY, **PRODUCTS,
+            **RECURRENT}
 
 
 

@@ -917,7 +917,7 @@ FORMULAS = {
     "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward,
     "maximum": _extremum(True), "minimum": _extremum(False), "max_all": _extreme_all, "min_all": _extreme_all,
     "masked_fill": _masked_fill, "masked_fill_tensor": _masked_fill_tensor, "cat": _cat, "stack": _stack,
-    "split": _split, "split_with_sizes": _split, "unbind": _unbind,
+    "split": _split, "split_with_sizes": _split, "unsafe_split": _split, "unbind": _unbind,
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
     **{f"index_{n}": _index for n in (1, 2, 3)}, **{f"index_put_{n}": _index_put for n in (1, 2, 3)},
