@@ -116,3 +116,44 @@ def test_create_graph_through_recurrent_layers_is_torchs(case):
     assert_same_graph(chain_ours(gx), chain_torch(tgx, base), case[0])
     np.testing.assert_allclose(np.asarray(gx.value, dtype=np.float64), tgx.detach().double().numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def _graphs_match(text, name, torch_grads, base):
+    run, g = ours(text, name)
+    assert_same_graph(chain_ours(g), chain_torch(torch_grads, base), name)
+    np.testing.assert_allclose(np.asarray(g.value, dtype=np.float64), torch_grads.detach().double().numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_saved_tensor_hooks_keep_the_saved_clones_node():
+    """With saved_tensors hooks the GRU cell's in-place mul_ saves self.clone() packed by the hook:
+    the unpacked value sits on the clone's CloneBackward0 as well (SavedVariable::unpack sets the
+    grad_fn it saved)."""
+    _, kind, args, feat, x, forward, twin, states = next(c for c in CASES if c[0] == "gru-cell")
+    text = _problem(kind, args, feat, x, forward, states) + \
+        'hooks:\n  - {saved_tensors: {pack: "x * 2", unpack: "x / 2"}}\n'
+    base = start_seq()
+    rnn = _init(getattr(nn, kind)(**args), "rnn", kind)
+    fc = _init(nn.Linear(feat, 1), "fc", "Linear")
+    tx = torch.tensor(x, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t * 2, lambda t: t / 2):
+        loss = twin(rnn, fc, tx, None, None).sum()
+        tgx, = torch.autograd.grad(loss, [tx], create_graph=True)
+    _graphs_match(text, "gx", tgx, base)
+
+
+def test_a_third_backward_through_the_lstm_layers_recorded_ops():
+    """grad of grad through what mkldnn_rnn_layer_differentiable_backward recorded: every node an op
+    with its own formula; the graph of the second gradient node for node."""
+    _, kind, args, feat, x, forward, twin, states = next(c for c in CASES if c[0] == "lstm-2-layers")
+    text = _problem(kind, args, feat, x, forward, states).replace(
+        '  - {backward: {root: "loss + sum(gx ** 2)"}}',
+        '  - {backward: {method: grad, root: "sum(gx ** 2)", inputs: [x], create_graph: true, as: [ggx]}}')
+    base = start_seq()
+    rnn = _init(getattr(nn, kind)(**args), "rnn", kind)
+    fc = _init(nn.Linear(feat, 1), "fc", "Linear")
+    tx = torch.tensor(x, requires_grad=True)
+    loss = twin(rnn, fc, tx, None, None).sum()
+    tgx, = torch.autograd.grad(loss, [tx], create_graph=True)
+    tggx, = torch.autograd.grad((tgx ** 2).sum(), [tx], create_graph=True)
+    _graphs_match(text, "ggx", tggx, base)

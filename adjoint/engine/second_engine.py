@@ -235,7 +235,10 @@ class SecondEngine(Engine):
             value = self.rt.unpack(node, sv)   # freed or modified since: PyTorch's error; hooks (a checkpoint's
             # recomputation, save_on_cpu's kept tensor, a user's unpack hook): the unpack's result
             spec = next(s for s in node.op.saves if s.name == sv.name)
-            if sv.hooks is not None:
+            if sv.hooks is not None and spec.what == "in" and getattr(sv.tensor, "clone_seq", None) is not None:
+                # the unpack hook's result on the clone's grad_fn, as SavedVariable::unpack sets it
+                out[sv.name] = self.saved_clone(node, spec, sv, value.value if isinstance(value, Tensor) else value)
+            elif sv.hooks is not None:
                 out[sv.name] = self.hooked(node, spec, value)
             elif spec.what == "in" and sv.tensor is not node.inputs[spec.index]:
                 # an in-place op saved ``self.clone()`` (adjoint.engine.inplace.save_inputs): the value before
@@ -252,14 +255,16 @@ class SecondEngine(Engine):
                 out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
         return out
 
-    def saved_clone(self, node, spec, sv) -> Tensor:
-        """The ``self.clone()`` an in-place op saved, unpacked: its grad_fn is the clone's own
-        ``CloneBackward0`` (made in the forward, with the sequence_nr it took there; its one edge
-        is self's before the write, the node's own edge), one node for every unpack."""
+    def saved_clone(self, node, spec, sv, value=None) -> Tensor:
+        """The ``self.clone()`` an in-place op saved, unpacked (``value``: what an unpack hook
+        returned): its grad_fn is the clone's own ``CloneBackward0`` (made in the forward, with the
+        sequence_nr it took there; its one edge is self's before the write, the node's own edge),
+        one node for every unpack."""
         seq = getattr(sv.tensor, "clone_seq", None)
         edge = node.edges[spec.index] if spec.index < len(node.edges) else None
+        value = sv.value if value is None else value
         if seq is None or edge is None:
-            return self.hooked(node, spec, sv.value)
+            return self.hooked(node, spec, value)
         clone = getattr(sv, "clone_node", None)
         if clone is None:
             from adjoint.engine.ops import REGISTRY
@@ -269,7 +274,7 @@ class SecondEngine(Engine):
             clone.outputs = [(tuple(original.shape), original.dtype)]
             clone.output_values = [sv.value]
             sv.clone_node = clone
-        return self.rt.tensor(sv.value, True, clone, 0, dtype=node.inputs[spec.index].dtype)
+        return self.rt.tensor(value, True, clone, 0, dtype=node.inputs[spec.index].dtype)
 
     def hooked(self, node, spec, value) -> Tensor:
         """SavedVariable::unpack with hooks: a new tensor holding what the unpack hook returned,
