@@ -438,9 +438,10 @@ def save_inputs(rt, node: Node, op, ts: list) -> None:
             continue
         t = ts[s.index]
         if s.index == 0:
-            if t.needs_grad:
-                rt._new_seq()   # self.clone() runs with grad mode on: its node takes a sequence_nr
+            seq = rt._new_seq() if t.needs_grad else None   # self.clone() runs with grad mode on: its
+            # node takes a sequence_nr (the CloneBackward0 a create_graph backward's unpack puts in its graph)
             t = rt.tensor(t.value, t.requires_grad, dtype=t.dtype)
+            t.clone_seq = seq
         save_one(rt, node, s.name, t, False)
 
 

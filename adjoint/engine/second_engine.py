@@ -31,8 +31,10 @@ from adjoint.engine.second_binary import BINARY
 from adjoint.engine.second_products import PRODUCTS
 from adjoint.engine.second_nn import NN
 from adjoint.engine.second_losses import LOSSES
+from adjoint.engine.second_recurrent import RECURRENT
 
-FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **LOSSES, **BINARY, **PRODUCTS}
+FORMULAS = {**_FORMULAS, **REDUCTIONS, **LAYERS, **POINTWISE, **NN, **LOSSES, **BINARY, **PRODUCTS,
+            **RECURRENT}
 
 
 
@@ -237,13 +239,16 @@ class SecondEngine(Engine):
             value = self.rt.unpack(node, sv)   # freed or modified since: PyTorch's error; hooks (a checkpoint's
             # recomputation, save_on_cpu's kept tensor, a user's unpack hook): the unpack's result
             spec = next(s for s in node.op.saves if s.name == sv.name)
-            if sv.hooks is not None:
+            if sv.hooks is not None and spec.what == "in" and getattr(sv.tensor, "clone_seq", None) is not None:
+                # the unpack hook's result on the clone's grad_fn, as SavedVariable::unpack sets it
+                out[sv.name] = self.saved_clone(node, spec, sv, value.value if isinstance(value, Tensor) else value)
+            elif sv.hooks is not None:
                 out[sv.name] = self.hooked(node, spec, value)
             elif spec.what == "in" and sv.tensor is not node.inputs[spec.index]:
                 # an in-place op saved ``self.clone()`` (adjoint.engine.inplace.save_inputs): the value before
                 # the write, on the clone's place in the graph -- CloneBackward0 hands its gradient to the
                 # edge self had before the write, the node's own edge -- not the written tensor
-                out[sv.name] = self.hooked(node, spec, sv.value)
+                out[sv.name] = self.saved_clone(node, spec, sv)
             elif spec.what == "in":
                 out[sv.name] = node.inputs[spec.index]
             elif spec.index >= len(node.outputs):   # a non-differentiable output (log_sigmoid's buffer): no graph
@@ -253,6 +258,27 @@ class SecondEngine(Engine):
                 shape, dtype = node.outputs[spec.index]
                 out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
         return out
+
+    def saved_clone(self, node, spec, sv, value=None) -> Tensor:
+        """The ``self.clone()`` an in-place op saved, unpacked (``value``: what an unpack hook
+        returned): its grad_fn is the clone's own ``CloneBackward0`` (made in the forward, with the
+        sequence_nr it took there; its one edge is self's before the write, the node's own edge),
+        one node for every unpack."""
+        seq = getattr(sv.tensor, "clone_seq", None)
+        edge = node.edges[spec.index] if spec.index < len(node.edges) else None
+        value = sv.value if value is None else value
+        if seq is None or edge is None:
+            return self.hooked(node, spec, value)
+        clone = getattr(sv, "clone_node", None)
+        if clone is None:
+            from adjoint.engine.ops import REGISTRY
+            original = node.inputs[spec.index]
+            clone = self.rt.new_node("CloneBackward0", [edge], REGISTRY["clone"], None, (original,), node.loc,
+                                     seq=seq)
+            clone.outputs = [(tuple(original.shape), original.dtype)]
+            clone.output_values = [sv.value]
+            sv.clone_node = clone
+        return self.rt.tensor(value, True, clone, 0, dtype=node.inputs[spec.index].dtype)
 
     def hooked(self, node, spec, value) -> Tensor:
         """SavedVariable::unpack with hooks: a new tensor holding what the unpack hook returned,
