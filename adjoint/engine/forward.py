@@ -428,12 +428,13 @@ class _Pass:
         legacy = (glob.backward.snapshot() if glob.is_full is False else []) + \
                  (own.backward.snapshot() if own.is_full is False else [])
         pairs = glob.forward_pre.pairs() + own.forward_pre.pairs()
+        legacy_hook = None
         if mod.weight_norm_legacy:   # torch.nn.utils.weight_norm's pre-hook: after the prepended ones
-            from adjoint.engine.weight_norm import LEGACY_HOOK
+            legacy_hook = object()
             pos = len(glob.forward_pre) + sum(1 for _, e in own.forward_pre.pairs() if e.hook.prepend)
-            pairs.insert(pos, (None, LEGACY_HOOK))
+            pairs.insert(pos, (None, legacy_hook))
         for hid, entry in pairs:
-            if entry is LEGACY_HOOK:
+            if entry is legacy_hook:
                 from adjoint.engine.weight_norm import legacy_recompute
                 legacy_recompute(rt, self.m, mod, loc)
                 continue

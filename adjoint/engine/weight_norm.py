@@ -45,8 +45,6 @@ def _weight_norm(rt, v, g, dim: int, loc):
     return rt.apply("mul", [v, rt.apply("div", [g, norm_except_dim(rt, v, dim, loc)], None, loc)], None, loc)
 
 
-#: WeightNorm's place among the module's forward pre-hooks (a marker, never fired as a hook)
-LEGACY_HOOK = object()
 _STORE = "weight_norm.weight"   # the key of module.weight in the model's module_attrs store
 
 
