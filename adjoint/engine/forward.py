@@ -305,6 +305,9 @@ class _Pass:
             if mod.plain or not (own.any() or glob.any()):   # a plain function: no nn.Module, no hook
                 call.args = tuple(args)
                 call.kwarg_tensors = _kwarg_tensors(kwargs)
+                if mod.weight_norm_legacy:   # torch.nn.utils.weight_norm's forward pre-hook (its only one)
+                    from adjoint.engine.weight_norm import legacy_recompute
+                    legacy_recompute(rt, self.m, mod, loc)
                 call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
                 refused = None if mod.plain else _builtin_arity(args, mod, kwargs)
                 if refused is not None:
@@ -424,7 +427,17 @@ class _Pass:
                (own.backward.snapshot() if own.is_full is True else [])
         legacy = (glob.backward.snapshot() if glob.is_full is False else []) + \
                  (own.backward.snapshot() if own.is_full is False else [])
-        for hid, entry in glob.forward_pre.pairs() + own.forward_pre.pairs():
+        pairs = glob.forward_pre.pairs() + own.forward_pre.pairs()
+        legacy_hook = None
+        if mod.weight_norm_legacy:   # torch.nn.utils.weight_norm's pre-hook: after the prepended ones
+            legacy_hook = object()
+            pos = len(glob.forward_pre) + sum(1 for _, e in own.forward_pre.pairs() if e.hook.prepend)
+            pairs.insert(pos, (None, legacy_hook))
+        for hid, entry in pairs:
+            if entry is legacy_hook:
+                from adjoint.engine.weight_norm import legacy_recompute
+                legacy_recompute(rt, self.m, mod, loc)
+                continue
             if hid in own.with_kwargs:
                 returned = self.fire_forward(entry, {"input": state["args"], "kwargs": state["kwargs"]}, call)
                 if returned is not None:
@@ -677,7 +690,10 @@ class _Pass:
             prefix = f"{mod.path}." if mod.path else ""
             own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
             bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
-            if mod.weight_norm is not None:   # forward's first read of self.weight: _WeightNorm's _weight_norm
+            if mod.weight_norm_legacy:   # module.weight: the tensor the forward pre-hook stored
+                from adjoint.engine.weight_norm import legacy_weight
+                own["weight"] = legacy_weight(self.m, mod, loc)
+            elif mod.weight_norm is not None:   # forward's first read of self.weight: _WeightNorm's _weight_norm
                 from adjoint.engine.weight_norm import normalised_weight
                 own["weight"] = normalised_weight(rt, own, mod, self.m.global_hooks.any())
             if mod.spectral_norm is not None:   # forward's first read of self.weight: _SpectralNorm's forward
@@ -839,6 +855,9 @@ class _ModuleScope:
         mod = self.find_child(path)
         if mod.param(name) is not None:
             return self.run.m.params[mod.param(name).name]
+        if mod.weight_norm_legacy and name == "weight":   # the tensor the last call's pre-hook stored
+            from adjoint.engine.weight_norm import legacy_weight
+            return legacy_weight(self.run.m, mod, loc)
         if mod.weight_norm is not None and name == "weight":   # the parametrization runs at each read
             from adjoint.engine.weight_norm import normalised_weight
             prefix = f"{mod.path}."

@@ -18,4 +18,8 @@ def count_registered(run, step) -> None:
     if kind == "forward_always_call":   # _forward_hooks_always_called: the always_call marks
         run.registered[name] = len(state.always_called)
     else:
-        run.registered[name] = len(state.dict_for(kind).items)
+        extra = 0
+        if kind == "forward_pre" and path != "global":   # the older weight_norm's WeightNorm hook is in it
+            mod = next((m for m in run.problem.model.walk() if m.label == path), None)
+            extra = int(bool(mod is not None and mod.weight_norm_legacy))
+        run.registered[name] = len(state.dict_for(kind).items) + extra

@@ -179,6 +179,8 @@ class Module:
                                                  # ``args`` are defaults); None: every one counts as written
     weight_norm: int | None = None               # built-in types: the dim of
                                                  # torch.nn.utils.parametrizations.weight_norm (adjoint.format.weight_norm)
+    weight_norm_legacy: bool = False             # ... or of the older torch.nn.utils.weight_norm (a forward
+                                                 # pre-hook; params weight_g, weight_v): weight_norm: {legacy: true}
     spectral_norm: SpectralNorm | None = None    # built-in types: torch.nn.utils.parametrizations.spectral_norm
                                                  # (adjoint.format.spectral_norm)
 

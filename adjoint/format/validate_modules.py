@@ -266,6 +266,7 @@ class ModuleBuilder:
         setup_error = None   # what the constructor raises (the answer), if it refuses the args
         given = None   # the args the file wrote (None: every one, as the v1 Linear's, read off its params)
         normed = None   # torch.nn.utils.parametrizations.weight_norm's dim (adjoint.format.weight_norm)
+        legacy = False   # ... or the older torch.nn.utils.weight_norm's (weight_norm: {legacy: true})
         spectral, extra_buffers = None, ()   # parametrizations.spectral_norm's (adjoint.format.spectral_norm)
         sn.check_keys(m, t, what, v1=t.name == "Linear" and m.get("args") is None)
         if t.name == "Linear" and m.get("args") is None:
@@ -285,8 +286,9 @@ class ModuleBuilder:
             if m.get("weight_norm") is not None and setup_error is None:
                 weight = next(s.shape for s in t.params(args) if s.name == "weight")
                 normed = wn.read_weight_norm(m.get("weight_norm"), t.name, weight, what)
+                legacy = wn.is_legacy(m.get("weight_norm"), what)
                 setup_error = wn.dim_error(normed, weight)   # weight_norm(module, dim=D) raises: the answer
-                specs = wn.normed_specs(t.params(args), normed)   # (a refused one: named, any shape)
+                specs = wn.normed_specs(t.params(args), normed, legacy)   # (a refused one: named, any shape)
             if m.get("spectral_norm") is not None and setup_error is None:
                 spectral, setup_error, specs, extra_buffers = sn.read_module(m.get("spectral_norm"), t, args, what)
             params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None, specs)
@@ -309,7 +311,7 @@ class ModuleBuilder:
             return FAILED
         return Module(path, name or ROOT, t.name, params, (), tuple(inputs), None, None, m.loc,
                       args=tuple(args.items()), buffers=buffers, training=training, mask=mask, setup_error=setup_error,
-                      given=given, weight_norm=normed, spectral_norm=spectral)
+                      given=given, weight_norm=normed, spectral_norm=spectral, weight_norm_legacy=legacy)
 
     def builtin_params(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
                        frozen: bool, refused: bool = False, specs=None) -> tuple[TensorDecl, ...]:
@@ -350,8 +352,9 @@ class ModuleBuilder:
         if normed and any(s.name == sn.ORIGINAL for s in missing):
             raise ProblemError(m.loc, f"{what} ({t.name}) has spectral_norm: give {sn.ORIGINAL} (the weight) under "
                                       "params: (init: does not draw it)")
-        if normed and any(s.name in (wn.G, wn.V) for s in missing):
-            raise ProblemError(m.loc, f"{what} ({t.name}) has weight_norm: give {wn.G} (g) and {wn.V} (v) under "
+        if normed and any(s.name in (wn.G, wn.V, wn.LEGACY_G, wn.LEGACY_V) for s in missing):
+            g, v = wn.names(any(s.name == wn.LEGACY_V for s in specs))
+            raise ProblemError(m.loc, f"{what} ({t.name}) has weight_norm: give {g} (g) and {v} (v) under "
                                       "params: (init: does not draw them: PyTorch's g is the 2-norms of the drawn weight)")
         drawn = self.init_seed is not None or self.init_given
         if not drawn and any(s.default is None for s in missing) and not refused:

@@ -90,7 +90,20 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict, run=None) -> nn.Mod
         kept.extend({"category": w.category.__name__, "message": str(w.message), "during": "setup"} for w in caught)
     if isinstance(module, SetupRaised):
         raise module from None
-    if decl.weight_norm is not None:   # ParametrizedLinear and kin: weight from original0 (g), original1 (v)
+    if decl.weight_norm is not None and decl.weight_norm_legacy:   # the older WeightNorm forward pre-hook
+        from torch.nn.utils import weight_norm as legacy_weight_norm
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")   # its deprecation FutureWarning, a setup warning of the answer
+            try:
+                module = legacy_weight_norm(module, "weight", dim=None if decl.weight_norm == -1 else decl.weight_norm)
+            except IndexError as exc:   # a dim outside the weight's: norm_except_dim's transpose (the answer)
+                module = SetupRaised(exc)
+        if run is not None:
+            run.__dict__.setdefault("setup_warnings", []).extend(
+                {"category": w.category.__name__, "message": str(w.message), "during": "setup"} for w in caught)
+        if isinstance(module, SetupRaised):
+            raise module from None
+    elif decl.weight_norm is not None:   # ParametrizedLinear and kin: weight from original0 (g), original1 (v)
         from torch.nn.utils.parametrizations import weight_norm
         try:
             module = weight_norm(module, "weight", dim=None if decl.weight_norm == -1 else decl.weight_norm)

@@ -21,6 +21,8 @@ def construct(rt, root) -> tuple[str, str] | None:
             text = recurrent_dropout_warning(decl.args)
             if text is not None:
                 warn(rt, "UserWarning", text, "setup")
+        if decl.weight_norm_legacy:   # WeightNorm.apply warns first (its dim error comes after)
+            warn(rt, "FutureWarning", LEGACY_WEIGHT_NORM, "setup")
         if decl.setup_error is not None:
             return decl.setup_error
         if decl.type == "TransformerEncoder":
@@ -28,6 +30,11 @@ def construct(rt, root) -> tuple[str, str] | None:
             if text is not None:
                 warn(rt, "UserWarning", text, "setup")
     return None
+
+
+#: ``torch.nn.utils.weight_norm``'s deprecation (weight_norm: {legacy: true}), when it is applied
+LEGACY_WEIGHT_NORM = ("`torch.nn.utils.weight_norm` is deprecated in favor of "
+                      "`torch.nn.utils.parametrizations.weight_norm`.")
 
 
 #: the types built on ``RNNBase``, whose constructor warns about a dropout that cannot act

@@ -82,6 +82,36 @@ def weight_norm_dim(m: nn.Module, tname: str, path: str, at: str | None) -> int 
     return dim
 
 
+def legacy_weight_norm_dim(m: nn.Module, tname: str, path: str, at: str | None) -> int | None:
+    """The ``dim`` of the older ``torch.nn.utils.weight_norm`` on ``m``'s weight (a ``WeightNorm``
+    forward pre-hook; the file's ``weight_norm: {dim: D, legacy: true}``), None when ``m`` has none;
+    one adjoint does not model is refused at ``at``."""
+    from torch.nn.utils.weight_norm import WeightNorm
+    found = [(i, h) for i, h in enumerate(m._forward_pre_hooks.values()) if isinstance(h, WeightNorm)]
+    if not found:
+        return None
+    where = f"'{path or 'model'}' ({tname})"
+    pos, fn = found[0]
+    if len(found) > 1 or fn.name != "weight" or tname not in weight_norm.TYPES:
+        raise refuse(at, f"{where} has the older torch.nn.utils.weight_norm "
+                         + (f"of '{fn.name}'" if fn.name != "weight" else "more than once" if len(found) > 1
+                            else f"on a {tname}") + ", which adjoint does not model yet "
+                         f"(it models weight_norm of 'weight' on {', '.join(weight_norm.TYPES)})",
+                     "torch.nn.utils.remove_weight_norm(module) before importing")
+    v = m._parameters.get("weight_v")
+    nd = v.dim() if v is not None else 0
+    if -nd <= fn.dim < -1:
+        raise refuse(at, f"{where} has weight_norm with dim {fn.dim}, a negative dim, which adjoint does not "
+                         "model yet (PyTorch transposes with the negative dim itself)", f"give it as {fn.dim + nd}")
+    from adjoint.torchside.importer.hooks import _entries
+    before = [hid for hid, prepended, h in _entries(dict(m._forward_pre_hooks), {})[:pos] if not prepended]
+    if before:
+        raise refuse(at, f"{where} has a forward pre-hook registered before torch.nn.utils.weight_norm was "
+                         "applied (it runs before weight_norm's), which is not modelled yet",
+                     "register it after weight_norm, or with prepend=True")
+    return fn.dim   # None was kept as -1
+
+
 def spectral_norm_keys(m: nn.Module, tname: str, path: str, at: str | None) -> list | None:
     """The file's ``spectral_norm:`` entries of ``torch.nn.utils.parametrizations.spectral_norm`` on
     ``m``'s weight (adjoint.format.spectral_norm), None when ``m`` has none (weight_norm_dim refuses
@@ -333,6 +363,8 @@ def check_reparametrized(m: nn.Module, tname: str, path: str, at: str | None) ->
                                    "which adjoint does not model inside a built-in",
                      "remove it before importing (parametrize.remove_parametrizations)")
     if weight_norm_dim(m, tname, path, at) is not None:   # checked there; its original0 / original1 are the params
+        return
+    if legacy_weight_norm_dim(m, tname, path, at) is not None:   # checked there; weight_g / weight_v are the params
         return
     if spectral_norm_keys(m, tname, path, at) is not None:   # its original is the param, _u and _v its buffers
         return

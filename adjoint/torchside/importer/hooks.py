@@ -47,6 +47,12 @@ def _describe(fn) -> str:
     return f"{name} ({where})" if where else name
 
 
+def _legacy_weight_norm(fn) -> bool:
+    """torch.nn.utils.weight_norm's ``WeightNorm`` pre-hook (checked by builtins.legacy_weight_norm_dim)."""
+    from torch.nn.utils.weight_norm import WeightNorm
+    return isinstance(fn, WeightNorm)
+
+
 def _entries(table: dict, extra: dict) -> list[tuple[int, bool, object]]:
     """(handle id, prepended, function) in the order the dict holds them. A hook registered with
     ``prepend=True`` went in front of every hook the dict held then (the ones with smaller ids),
@@ -71,6 +77,8 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
         for kind, attr in _TABLES:
             table = getattr(module, attr, None) or {}
             for hid, prepended, fn in _entries(table, {}):
+                if kind == "forward_pre" and _legacy_weight_norm(fn):
+                    continue   # the older weight_norm's: the module's weight_norm: {legacy: true}
                 k = kind
                 if attr == "_backward_hooks":
                     k = "full_backward" if module._is_full_backward_hook else "backward"

@@ -35,7 +35,7 @@ from adjoint.torchside.program import EnvScope, Program
 from adjoint.torchside.run import TORCH_ERRORS, mark_silenced
 from adjoint.torchside.values import DTYPES, leaf_tensor, literal_tensor, snap
 from adjoint.torchside.dropout import forced_mask
-from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
+from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES, _legacy_weight_norm
 from adjoint.torchside.importer.userfile import call_factory
 from adjoint.torchside.importer.where import show_path
 from adjoint.torchside.importer.origincheckpoint import Marks, marked_checkpoints
@@ -135,6 +135,8 @@ def _hooks(model):
         for kind, attr in _TABLES:
             table = getattr(m, attr, None) or {}
             for hid in list(table):
+                if kind == "forward_pre" and _legacy_weight_norm(table[hid]):
+                    continue   # the older weight_norm's: the module's weight_norm: {legacy: true}
                 k = kind
                 if attr == "_backward_hooks":
                     k = "full_backward" if m._is_full_backward_hook else "backward"
