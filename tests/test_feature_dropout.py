@@ -139,3 +139,54 @@ def test_what_draws_at_random_without_a_mask_is_refused_in_one_line():
             "model:\n  forward: \"F.dropout2d(x, 0.5)\"\nloss: \"sum(y)\"\n")
     with pytest.raises(adjoint.ProblemError, match="use a Dropout2d module with mask"):
         adjoint.loads(text).solve()
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 1)
+        self.drop = nn.Dropout2d(0.5)
+        self.d1 = nn.Dropout1d(0.25)
+
+    def forward(self, x):
+        h = self.drop(self.conv(x))
+        return self.d1(h.flatten(2)[0])     # an unbatched (C, L) input: unsqueezed, its mask (1, C, 1)
+
+
+def test_import_writes_a_channel_mask_of_the_shape_torch_draws():
+    torch.manual_seed(0)
+    model = _Net().double()
+    x = torch.tensor(dyadic((2, 2, 2, 2), seed=4), dtype=torch.float64, requires_grad=True)
+    text = adjoint.from_module_text(model, x)
+    problem = adjoint.loads(text)
+    drop, d1 = problem.model.child("drop"), problem.model.child("d1")
+    assert (drop.type, d1.type) == ("Dropout2d", "Dropout1d")
+    assert drop.mask is not None and d1.mask is not None
+    js = problem.solve().variants[0].to_json()
+    masks = {"drop": _mask(drop.mask), "d1": _mask(d1.mask)}
+    assert tuple(masks["drop"].shape) == (2, 3, 1, 1) and tuple(masks["d1"].shape) == (1, 3, 1)
+    # torch with the same keep-masks forced on its two draws, in call order
+    xt = x.detach().clone().requires_grad_()
+    order = iter([masks["drop"], masks["d1"]])
+
+    class Both(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is BERNOULLI:
+                return args[0].copy_(next(order).to(args[0].dtype))
+            return func(*args, **(kwargs or {}))
+    with Both():
+        y = model(xt)
+    y.sum().backward()
+    assert_close(js["grads"]["x"]["value"], xt.grad, "grad of x")
+
+
+def test_import_refuses_alpha_dropout_in_training_naming_p():
+    model = nn.Sequential(nn.Linear(2, 2), nn.AlphaDropout(0.2)).double()
+    with pytest.raises(adjoint.ProblemError, match=r"AlphaDropout\) is in training mode .* give it p=0\)"):
+        adjoint.from_module_text(model, torch.ones(1, 2, dtype=torch.float64, requires_grad=True))
+
+
+
+def _mask(literal) -> torch.Tensor:
+    """A mask literal (shape and row-major 0/1 items) as a float64 tensor."""
+    return torch.tensor([float(e) for e in literal.items], dtype=torch.float64).reshape(literal.shape)

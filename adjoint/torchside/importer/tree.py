@@ -140,7 +140,8 @@ class TreeWriter:
             raise refuse(self.sites.get(path) or self.factory_at,
                          f"'{path or 'model'}' ({tname}) is in training mode with dropout, so PyTorch drops "
                          f"{dropped} at random, which no prediction can know",
-                         "call model.eval() (or give it dropout=0) to import it")
+                         "call model.eval() (or give it " + ("p=0" if tname.endswith("Dropout") else "dropout=0")
+                         + ") to import it")
         dim = builtins.weight_norm_dim(m, tname, path, self.sites.get(path) or self.factory_at)
         if dim is not None:   # torch.nn.utils.parametrizations.weight_norm (adjoint.format.weight_norm)
             out["weight_norm"] = flow_map([("dim", dim)])
