@@ -687,18 +687,10 @@ class _Pass:
                                         f"input, not a Tensor: {PARSER_TYPE_ERROR}; index or unpack it first "
                                         "(out, h = gru(x))")
             args, kwargs = _bind_keyword_inputs(mod, args, kwargs)
-            prefix = f"{mod.path}." if mod.path else ""
-            own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
-            bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
-            if mod.weight_norm_legacy:   # module.weight: the tensor the forward pre-hook stored
-                from adjoint.engine.weight_norm import legacy_weight
-                own["weight"] = legacy_weight(self.m, mod, loc)
-            elif mod.weight_norm is not None:   # forward's first read of self.weight: _WeightNorm's _weight_norm
-                from adjoint.engine.weight_norm import normalised_weight
-                own["weight"] = normalised_weight(rt, own, mod, self.m.global_hooks.any())
-            if mod.spectral_norm is not None:   # forward's first read of self.weight: _SpectralNorm's forward
-                from adjoint.engine.spectral_norm import spectral_weight
-                own["weight"] = spectral_weight(rt, own, bufs, mod, self.m.global_hooks.any())
+            own, bufs = _own_tensors(self.m, mod)
+            weight = _computed_weight(rt, self.m, mod, own, bufs)   # the forward's first read of self.weight
+            if weight is not None:
+                own["weight"] = weight
             return FORWARDS[mod.type](LayerCall(rt, mod, list(args), dict(kwargs), loc, own, bufs,
                                                 lambda child, a, k: self.call_module(child, a, child.loc, k),
                                                 lambda: self._forward_hooked(mod)))
@@ -727,6 +719,30 @@ def _suggest(word: str, options) -> str:
 
 
 # ----------------------------------------------------------------------------- scopes
+
+def _own_tensors(m, mod) -> tuple[dict, dict]:
+    """A built-in module's parameters and buffers by their names relative to it (``weight``,
+    ``parametrizations.weight.original``)."""
+    prefix = f"{mod.path}." if mod.path else ""
+    return ({p.name[len(prefix):]: m.params[p.name] for p in mod.params},
+            {b.name[len(prefix):]: m.leaves[b.name] for b in mod.buffers})
+
+
+def _computed_weight(rt, m, mod, own: dict, bufs: dict, loc=None):
+    """``module.weight`` of a module whose weight is computed, None for any other: weight_norm's
+    parametrization (adjoint.engine.weight_norm), the older weight_norm's stored tensor, spectral_norm's
+    parametrization (adjoint.engine.spectral_norm); ``loc``: a read's, None for the forward's own."""
+    if mod.weight_norm_legacy:
+        from adjoint.engine.weight_norm import legacy_weight
+        return legacy_weight(m, mod, loc)
+    if mod.weight_norm is not None:
+        from adjoint.engine.weight_norm import normalised_weight
+        return normalised_weight(rt, own, mod, m.global_hooks.any(), loc)
+    if mod.spectral_norm is not None:
+        from adjoint.engine.spectral_norm import spectral_weight
+        return spectral_weight(rt, own, bufs, mod, m.global_hooks.any(), loc)
+    return None
+
 
 class _ModuleScope:
     """Names inside a module's forward: locals, arguments, own params, targets, problem inputs."""
@@ -855,20 +871,10 @@ class _ModuleScope:
         mod = self.find_child(path)
         if mod.param(name) is not None:
             return self.run.m.params[mod.param(name).name]
-        if mod.weight_norm_legacy and name == "weight":   # the tensor the last call's pre-hook stored
-            from adjoint.engine.weight_norm import legacy_weight
-            return legacy_weight(self.run.m, mod, loc)
-        if mod.weight_norm is not None and name == "weight":   # the parametrization runs at each read
-            from adjoint.engine.weight_norm import normalised_weight
-            prefix = f"{mod.path}."
-            own = {p.name[len(prefix):]: self.run.m.params[p.name] for p in mod.params}
-            return normalised_weight(self.run.rt, own, mod, self.run.m.global_hooks.any(), loc)
-        if mod.spectral_norm is not None and name == "weight":   # the parametrization runs at each read
-            from adjoint.engine.spectral_norm import spectral_weight
-            prefix = f"{mod.path}."
-            own = {p.name[len(prefix):]: self.run.m.params[p.name] for p in mod.params}
-            bufs = {b.name[len(prefix):]: self.run.m.leaves[b.name] for b in mod.buffers}
-            return spectral_weight(self.run.rt, own, bufs, mod, self.run.m.global_hooks.any(), loc)
+        if name == "weight" and (mod.weight_norm_legacy or mod.weight_norm is not None or mod.spectral_norm is not None):
+            # a parametrization runs at each read; the older weight_norm's is the last call's stored tensor
+            own, bufs = _own_tensors(self.run.m, mod)
+            return _computed_weight(self.run.rt, self.run.m, mod, own, bufs, loc)
         if mod.buffer(name) is not None:
             return self.run.m.leaves[mod.buffer(name).name]
         return get_attribute(self.run.m, mod, name, loc)

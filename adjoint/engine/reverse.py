@@ -917,15 +917,21 @@ def _dtypes(values) -> tuple:
     return tuple(v.dtype if isinstance(v, Tensor) else None for v in items)
 
 
-def backward_error(node: Node, need: list) -> None:
-    """The node's backward refuses its inputs' dtypes (``x ** b`` for a bool ``b``: ``b - 1``), once
-    its saved tensors are unpacked (the generated ``apply`` unpacks every one first); or a saved mask or index
-    an unpack hook gave back as another dtype (adjoint.engine.hook_runner.index_dtype_error)."""
+def raise_unpack_error(node: Node) -> None:
+    """A saved mask or index an unpack hook gave back as another dtype: the error its backward kernel
+    raises once every saved tensor is unpacked (adjoint.engine.hook_runner.index_dtype_error)."""
     for sv in node.saved:
         error = getattr(sv, "unpack_error", None)
         if error is not None:
             sv.unpack_error = None
             raise error
+
+
+def backward_error(node: Node, need: list) -> None:
+    """The node's backward refuses its inputs' dtypes (``x ** b`` for a bool ``b``: ``b - 1``), once
+    its saved tensors are unpacked (the generated ``apply`` unpacks every one first); or a saved mask or index
+    an unpack hook gave back as another dtype (adjoint.engine.hook_runner.index_dtype_error)."""
+    raise_unpack_error(node)
     if node.op.backward_error is not None:
         message = node.op.backward_error(tuple(t.dtype if t is not None else None for t in node.inputs),
                                          node.params, need)

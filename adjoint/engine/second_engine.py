@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Edge, Node, Tensor
-from adjoint.engine.reverse import BackwardResult, Engine, backward_error, slot_shape
+from adjoint.engine.reverse import BackwardResult, Engine, backward_error, raise_unpack_error, slot_shape
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns, zerotensor
 from adjoint.engine.complex_grad import zeros as zeros_of
@@ -220,10 +220,7 @@ class SecondEngine(Engine):
         need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
         if not any(need):
             return [None] * len(node.edges)
-        for sv in node.saved:   # a mask or index an unpack hook gave back as another dtype: the kernel's error
-            if getattr(sv, "unpack_error", None) is not None:
-                error, sv.unpack_error = sv.unpack_error, None
-                raise error
+        raise_unpack_error(node)   # a mask or index an unpack hook gave back as another dtype: the kernel's error
         rt.second_from = node       # the ops recorded now are this node's backward formula (the document says so)
         try:
             grads = list(FORMULAS[node.op.name](rt, node, list(inputs), saved, need))
