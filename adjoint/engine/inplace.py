@@ -35,6 +35,7 @@ from adjoint.engine.inference import check_bump, check_save
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.view_history import rebase_message, regenerate, view_value
 from adjoint.engine.complex_grad import refuse_complex_inplace
+from adjoint.engine import int_arith
 from adjoint.engine.loop_order import GRAIN_SIZE, broadcast_strides, iteration_rank, scalar_loop, sequential_operands
 
 #: ``t op= v`` for a tensor ``t``: Tensor.__iadd__ and friends (``@=`` is not in-place in torch).
@@ -227,6 +228,8 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         index = next(i for i, t in enumerate(ts) if t is plan[0])
         values = sequential_operands(rt.B, op, values, params, index, plan[1], target.shape)
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
+    if target.dtype in ("int64", "bool") and prim in int_arith.ELEMENTWISE:
+        new_value = int_arith.normalize(rt.B, new_value, target.dtype, loc, f"{prim}_")
     write(rt, target, new_value)
     rt.record(prim, ts, [target], params, node, loc, values)
     if node is not None:
@@ -252,7 +255,8 @@ def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, par
     tensor operand makes it that float type; a Python float (or pow_'s fractional exponent) the
     default dtype, float32; true division always a float; an int64 operand or a Python integer
     written into a bool tensor int64. What is left (bool or int64 arithmetic whose result fits) is
-    integer arithmetic, not modelled."""
+    integer arithmetic: add_, sub_, mul_, neg_ are modelled (:mod:`adjoint.engine.int_arith`),
+    any other in-place op is refused."""
     if prim in _ARITH:
         if prim == "pow_scalar":
             numbers = [params]
@@ -267,6 +271,8 @@ def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, par
         if result is not None:
             raise TorchError("RuntimeError", f"result type {TYPE_NAMES[result]} can't be cast to the desired output "
                                              f"type {TYPE_NAMES[target.dtype]}", "dtype")
+    if prim in int_arith.ELEMENTWISE and target.dtype in ("int64", "bool"):
+        return   # integer arithmetic of the written tensor's own dtype (adjoint.engine.int_arith)
     raise ProblemError(loc, f"{prim} written in place into a {target.dtype} tensor is not modelled (integer and bool "
                             "arithmetic); compute in a float tensor")
 

@@ -28,7 +28,7 @@ from adjoint.engine.inference import check_save
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, refresh, stale, view_value
 from adjoint.values.numbers.sizes import check_work
-from adjoint.engine import complex_grad, float32_tensors
+from adjoint.engine import complex_grad, float32_tensors, int_arith
 from adjoint.engine.pyfloat import PyFloat
 
 
@@ -367,12 +367,17 @@ class Runtime:
             promoted = complex_dtype or ts[0].dtype
         elif op.elementwise and not op.out_dtypes:
             promoted = complex_dtype or self._promoted_dtype(op, ts, diff, params, loc)
+        elif op.name in int_arith.REDUCTIONS and ts[0].dtype in ("int64", "bool"):
+            promoted = "int64"   # sum and prod of a bool or int64 tensor: int64
+            int_arith.check_float64_reduction(self.B, op.name, values[0], loc)
         else:
             promoted = None
             if not op.view and any(d and t is not None and t.dtype == "bool" for t, d in zip(ts, diff)):
                 raise ProblemError(loc, f"{op.node} of a bool tensor is not modelled (PyTorch gives int64 sums and "
                                         "refuses most other ops on bool); use the bool tensor in where(cond, x, y) "
                                         "or multiply a float tensor by it")
+        if promoted in ("int64", "bool") and (op.name in int_arith.ELEMENTWISE or op.name in int_arith.REDUCTIONS):
+            outs_v = [int_arith.normalize(self.B, v, promoted, loc, f"this op ({op.name})") for v in outs_v]
         outs = []
         for k, (v, shape) in enumerate(zip(outs_v, shapes)):
             dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or complex_dtype or promoted or \
@@ -431,9 +436,9 @@ class Runtime:
         ``mask * 1.0``, ``1.0 - i``, ``i ** 0.5``) or true division (``i / 2``) gives PyTorch's
         default dtype, float32: the problem's in a float32 file, in a float64 one a float32 tensor
         (:mod:`adjoint.engine.float32_tensors`, which also promotes float32 tensors beside the
-        problem's float64 ones). Other integer and bool arithmetic alone (with
-        Python ints only) is refused: its integer result types are not modelled. A
-        non-differentiable operand (``where``'s condition) takes no part."""
+        problem's float64 ones). Integer and bool arithmetic alone (with Python ints only) gives
+        int64 or bool (:mod:`adjoint.engine.int_arith`: add, sub, rsub, mul, neg); any other op
+        of it is refused. A non-differentiable operand (``where``'s condition) takes no part."""
         operands = [t for t, d in zip(ts, diff) if d and t is not None]
         tensors = [t for t in operands if not t.wrapped]
         if self.dtype == "float64" and any(t.dtype == "float32" for t in tensors):
@@ -448,6 +453,9 @@ class Runtime:
                     raise ProblemError(loc, f"{op.name} of an int64 tensor with a Python float is modelled for "
                                             "integers a float32 holds exactly (|v| <= 2**24) only")
             return "float32"
+        integral = int_arith.elementwise_dtype(op.name, operands)
+        if integral is not None:   # integer and bool arithmetic (adjoint.engine.int_arith)
+            return integral
         raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with no {self.dtype} tensor among its "
                                 "operands: integer and bool arithmetic is not modelled; combine them with a float "
                                 "tensor (x * (x > 0)) or use where(cond, x, 0)")
