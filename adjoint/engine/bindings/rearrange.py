@@ -307,7 +307,7 @@ def lower_prod(rt, a, loc):
     x, dim, keepdim = a["input"], a["dim"], a["keepdim"]
     if a["dtype"] is not None:
         raise ProblemError(loc, "prod(dtype=...) is not modelled yet; leave dtype out")
-    _float_input(x, loc, "prod")
+    # prod of a bool or int64 tensor is int64 (adjoint.engine.int_arith): no gradient, exact integers
     if rt.B.is_symbolic(x.value):
         raise ProblemError(loc, "prod over values with free symbols: whether an element is 0 decides PyTorch's "
                                 "backward formula; bind them under symbols: and use numbers")
