@@ -37,6 +37,11 @@ OK = [
     "r = 0 - i", "r = i * 2 - j * 3 + 1", "r = (i + 1) * (j - 2)", "r = -(i - j)", "r = torch.add(i, j)",
     "r = torch.mul(m, n)", "r = torch.add(m, 1)", "r = torch.sub(j, i)", "r = i.add(m)", "r = j.mul(2)",
     "r = i.sub(3)", "r = m.mul(m)", "r = m.add(n)",
+    # alpha= (an int alpha; a bool result casts it to True)
+    "r = torch.add(i, m, alpha=2)", "r = torch.add(m, n, alpha=2)", "r = torch.add(i, 2, alpha=3)",
+    "r = torch.add(m, 1, alpha=2)", "r = i.add(m, alpha=2)", "r = m.add(n, alpha=3)", "r = torch.add(i, m, alpha=0)",
+    "r = torch.sub(i, j, alpha=-3)", "r = torch.add(i, 2.0, alpha=2)", "r = torch.add(big, big, alpha=2)",
+    "r = j.sub(i, alpha=5)",
     # comparisons of the float tensor used as numbers
     "r = (x > 1) * 2", "r = (x > 0) + (x < 2)", "r = (x > 0) * (x < 2)", "r = (x > 0) + 1",
     "r = (x > 0) * 5 - (x < 0) * 3", "r = (x >= 1.5) + (x > 1.5) + (x == 3)", "r = (x > 0) * i",
@@ -65,10 +70,13 @@ RAISE = [
     "r = torch.sub(m, n)", "r = j - (x > 0)",
     "k = i.clone()\nk -= m\nr = k", "k = m.clone()\nk -= n\nr = k", "k = m.clone()\nk += 1\nr = k",
     "k = m.clone()\nk += i\nr = k", "k = i.clone()\nk += 0.5\nr = k", "k = i.clone()\nk += x\nr = k",
-    "k = i.clone()\nk /= 2\nr = k", "k = m.clone()\nk *= 2\nr = k", "k = m.clone()\nk.neg_()\nr = k",
+    "k = i.clone()\nk /= 2\nr = k", "r = torch.add(i, i, alpha=0.5)", "r = torch.add(i, 2, alpha=2.0)",
+    "r = torch.sub(m, n, alpha=2)", "r = torch.sub(i, m, alpha=0.5)", "r = torch.add(m, 2, alpha=0.5)",
+    "r = m.add(n, alpha=1.0)", "k = m.clone()\nk *= 2\nr = k", "k = m.clone()\nk.neg_()\nr = k",
 ]
-#: still refused (clear messages): int64 floor division, modulo, power, abs, clamp, maximum
-REFUSED = ["r = i // 2", "r = i % 2", "r = i ** 2", "r = abs(i)", "r = i.clamp(0, 1)", "r = torch.maximum(i, j)"]
+#: still refused (clear messages): an in-place alpha (2 or 2.0 cannot be told there), int64 floor division,
+#: modulo, power, abs, clamp, maximum
+REFUSED = ["k = i.clone()\nk.add_(j, alpha=2)\nr = k", "r = i // 2", "r = i % 2", "r = i ** 2", "r = abs(i)", "r = i.clamp(0, 1)", "r = torch.maximum(i, j)"]
 
 
 def problem(body: str) -> str:

@@ -36,6 +36,7 @@ from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.view_history import rebase_message, regenerate, view_value
 from adjoint.engine.complex_grad import refuse_complex_inplace
 from adjoint.engine import int_arith
+from adjoint.engine.pyfloat import PyFloat
 from adjoint.engine.loop_order import GRAIN_SIZE, broadcast_strides, iteration_rank, scalar_loop, sequential_operands
 
 #: ``t op= v`` for a tensor ``t``: Tensor.__iadd__ and friends (``@=`` is not in-place in torch).
@@ -67,7 +68,7 @@ INPLACE_METHODS = {m.name: m for m in (
                                                      "log10"))}
 
 
-def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc):
+def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc, types: dict | None = None):
     """``other * alpha`` for ``add(x, other, alpha=...)`` / ``sub`` / ``add_``: PyTorch's one kernel
     ``x + alpha * other``, the same values (alpha cast to the dtype as a wrapped number is), when no
     node records it (grad mode off -- a hook body, ``no_grad`` -- or nothing requires grad: an SGD
@@ -76,11 +77,23 @@ def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc):
     x, other = operands
     if isinstance(alpha, bool) or not isinstance(alpha, Fraction):
         raise ProblemError(loc, f"{name}(..., alpha=...) takes a real number here")
+    types = types or {}
+    tensors = [t for t in operands if isinstance(t, Tensor)]
+    float_other = isinstance(other, Fraction) and (other.denominator != 1 or isinstance(other, PyFloat)
+                                                   or types.get("other") == "float")
+    if tensors and all(t.dtype in ("int64", "bool") for t in tensors) and not float_other:
+        # an integral result (adjoint.engine.int_arith): alpha's own checks and cast
+        return int_arith.scaled_by_alpha(rt, name, x, other, alpha, types.get("alpha"), loc)
+    if alpha == 1:   # (alpha=1.0 written as a float, beside a float operand: the plain op)
+        return other
     if rt.grad_enabled and any(isinstance(t, Tensor) and t.needs_grad for t in operands):
         raise ProblemError(loc, f"{name}(..., alpha={alpha}) recorded by autograd (AddBackward0 holding alpha) is not "
                                 f"modelled yet; write the product: x {'-' if name.startswith('sub') else '+'} "
                                 f"{alpha} * y (with grad mode off, as in a hook body, alpha is modelled)")
-    return rt.apply("mul", [other, alpha], None, loc) if isinstance(other, Tensor) else other * alpha
+    if isinstance(other, Tensor):
+        return rt.apply("mul", [other, alpha], None, loc)
+    integral = tensors and all(t.dtype in ("int64", "bool") for t in tensors)
+    return PyFloat(other * alpha) if float_other and integral else other * alpha   # (i + 2.0 * 2: float32)
 
 
 def refuse_atan2_operands(rt, operands: list, loc: Loc) -> None:

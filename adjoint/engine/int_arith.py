@@ -17,7 +17,10 @@ stays unknown (shapes only).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 
 #: elementwise primitives modelled on integer and bool operands
 ELEMENTWISE = frozenset({"add", "sub", "rsub", "mul", "neg"})
@@ -80,3 +83,34 @@ def check_float64_reduction(B, opname: str, value, loc) -> None:
     if bound >= _EXACT_DOUBLE:
         raise ProblemError(loc, f"{opname} of an integer tensor whose partial results may pass 2**53, which a double "
                                 "may round: modelled in the exact mode only (drop --float64)")
+
+
+ALPHA_FLOAT = "For integral input tensors, argument alpha must not be a floating point number."
+
+
+def scaled_by_alpha(rt, name: str, x, other, alpha, alpha_type: str | None, loc):
+    """``alpha * other`` of ``add(x, other, alpha=...)`` / ``sub`` with no float among the
+    operands (an integral result): a float alpha is PyTorch's error (alpha_check); an int alpha
+    multiplies an int64 result exactly (wrapping as the kernel does), and is cast to bool for a
+    bool result (``m + n`` with any nonzero alpha is ``m + n``). Whether a whole alpha was written
+    ``2`` or ``2.0`` decides PyTorch's answer: where the call does not tell (an in-place method),
+    it is refused."""
+    if name.startswith("sub"):   # sub_check comes first
+        from adjoint.engine.ops.arith import sub_error
+        refused = sub_error((x.dtype, getattr(other, "dtype", None)), None)
+        if refused:
+            raise TorchError("RuntimeError", refused, "dtype")
+    if alpha_type == "float" or Fraction(alpha).denominator != 1:
+        raise TorchError("RuntimeError", ALPHA_FLOAT, "dtype")
+    if alpha_type != "int":
+        raise ProblemError(loc, f"{name}(..., alpha={alpha}) of integer or bool tensors: whether alpha is a Python int "
+                                "or float (2 or 2.0) decides PyTorch's answer, which adjoint cannot tell here; write "
+                                f"x {'-' if name.startswith('sub') else '+'} {alpha} * y")
+    if alpha == 1:
+        return other
+    bool_result = x.dtype == "bool" and getattr(other, "dtype", None) == "bool"
+    if bool_result:
+        if alpha == 0:
+            raise ProblemError(loc, f"{name}(..., alpha=0) of bool tensors is not modelled; leave the term out")
+        return other   # alpha cast to bool: True
+    return rt.apply("mul", [other, alpha], None, loc) if hasattr(other, "dtype") else other * alpha

@@ -289,8 +289,8 @@ def _arith(op: str):
     def lower(rt, a: dict, loc: Loc):
         alpha = a.get("alpha", Fraction(1))
         other = a["other"]
-        if alpha != 1:
-            other = scaled_by_alpha(rt, "add" if op == "+" else "sub", [a["input"], other], alpha, loc)
+        if alpha != 1 or a.types.get("alpha") == "float":   # alpha=1.0 beside integer tensors: PyTorch's error
+            other = scaled_by_alpha(rt, "add" if op == "+" else "sub", [a["input"], other], alpha, loc, a.types)
         return binary(rt, op, a["input"], other, loc)
     lower.__name__ = f"lower_{ {'+': 'add', '-': 'sub', '*': 'mul', '/': 'div'}[op]}"
     return lower
