@@ -79,6 +79,24 @@ RAISE = [
 REFUSED = ["k = i.clone()\nk.add_(j, alpha=2)\nr = k", "r = i // 2", "r = i % 2", "r = i ** 2", "r = abs(i)", "r = i.clamp(0, 1)", "r = torch.maximum(i, j)"]
 
 
+#: a Python bool (== / != with None gives one, in a hook body) beside an int64 or bool tensor: PyTorch
+#: wraps it as a 0-d bool tensor (``m * False`` is bool, ``i + True`` int64; ``-`` is sub_check's error).
+#: ``g`` is the tensor hook's grad of x, [1, -3, 4]; the hook returns ``g * (EXPR)``
+PYBOOL_OK = ["(g > 0) * (g == None)", "(g > 0) + (g != None)", "(g != None) * (g > 0)", "(g > 0) * 3 + (g != None)",
+             "(g == None) + (g > 0) * 2", "((g > 0) * 3) * (g != None)", "(g > 0) + (g == None)",
+             "((g < 0) + (g == None)).sum()"]
+PYBOOL_RAISE = ["(g > 0) - (g != None)", "((g > 0) * 3) - (g == None)", "(g != None) - (g > 0)"]
+PYBOOL = """name: pybool
+inputs:
+  x: {value: [0.5, -1.5, 2], requires_grad: true}
+model:
+  forward: "x * x"
+loss: "sum(y)"
+hooks:
+  - {tensor: x, returns: "grad * (EXPR)"}
+"""
+
+
 def problem(body: str) -> str:
     lines = "".join(f"    {line}\n" for line in body.split("\n")) + "    return x * r\n"
     return HEADER + lines + LOSS
@@ -100,6 +118,13 @@ def test_integer_arithmetic_agrees_with_torch(body):
 def test_integer_arithmetic_errors_are_torchs(body):
     outcome = check(problem(body))
     assert outcome.variants and outcome.status == "both_raise", outcome.report()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("expr", PYBOOL_OK + PYBOOL_RAISE)
+def test_python_bool_beside_integer_tensors(expr):
+    outcome = check(PYBOOL.replace("EXPR", expr.replace("g", "grad")))
+    assert outcome.variants and outcome.status == ("ok" if expr in PYBOOL_OK else "both_raise"), outcome.report()
 
 
 @pytest.mark.parametrize("body", REFUSED, ids=_id)

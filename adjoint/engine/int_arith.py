@@ -37,7 +37,7 @@ def elementwise_dtype(opname: str, operands: list) -> str | None:
     for an op this module does not model."""
     if opname not in ELEMENTWISE:
         return None
-    if all(not t.wrapped and t.dtype == "bool" for t in operands):
+    if all(t.dtype == "bool" for t in operands):   # (a wrapped Python bool too: python_bools)
         return "bool"
     return "int64"
 
@@ -114,3 +114,21 @@ def scaled_by_alpha(rt, name: str, x, other, alpha, alpha_type: str | None, loc)
             raise ProblemError(loc, f"{name}(..., alpha=0) of bool tensors is not modelled; leave the term out")
         return other   # alpha cast to bool: True
     return rt.apply("mul", [other, alpha], None, loc) if hasattr(other, "dtype") else other * alpha
+
+
+def python_bools(rt, op: str, a, b):
+    """``a OP b`` (``+``, ``-``, ``*``) of an int64 or bool tensor with a Python bool (``m * False``,
+    ``i + True``): PyTorch wraps the bool as a 0-d bool tensor, so ``m * False`` is a bool tensor
+    and ``i + True`` an int64 one; ``-`` with a bool operand is sub_check's error."""
+    from adjoint.engine.ops.arith import sub_error
+    dtypes = tuple("bool" if isinstance(v, bool) else v.dtype for v in (a, b))
+    if op == "-":
+        raise TorchError("RuntimeError", sub_error(dtypes, None), "dtype")
+
+    def wrapped(v):
+        if not isinstance(v, bool):
+            return v
+        t = rt.wrapped_number(Fraction(int(v)))
+        t.dtype = "bool"
+        return t
+    return wrapped(a), wrapped(b)

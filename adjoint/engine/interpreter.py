@@ -29,7 +29,7 @@ from adjoint.engine.return_types import PackedSequence, ReturnTuple
 from adjoint.format.torch_names import RNN_UTILS_PREFIXES
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
-from adjoint.engine import bigints, pyerrors
+from adjoint.engine import bigints, int_arith, pyerrors
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.pylist import PyList, sequence_name
 from adjoint.format.gaussian import Gaussian
@@ -814,8 +814,12 @@ class Interp:
         the int 0 or 1 beside a number; a float tensor's operator wraps it as a 0-d bool tensor,
         which PyTorch promotes to the tensor's dtype (``x * (g == None)`` is ``x * 0``, the same
         node; a wrapped number is never saved), except that ``-`` refuses a bool operand. Beside
-        an integer or bool tensor, or as ``@``'s operand, it stays refused (``operand``)."""
+        an integer or bool tensor, ``+`` and ``*`` are integer arithmetic (``m * False`` is a bool
+        tensor: :func:`adjoint.engine.int_arith.python_bools`); its other operators, and ``@``'s
+        operand, stay refused (``operand``)."""
         other = b if isinstance(a, bool) else a
+        if isinstance(other, Tensor) and other.dtype in ("int64", "bool") and node.op in ("+", "-", "*"):
+            return int_arith.python_bools(self.rt, node.op, a, b)
         if node.op == "@" or (isinstance(other, Tensor) and other.dtype not in ("float32", "float64")):
             return a, b
         if isinstance(other, Tensor) and node.op == "-":
@@ -838,8 +842,8 @@ class Interp:
         concatenation and repetition, before this)."""
         if isinstance(v, bool):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is the Python bool {v} here (== or != with None gives "
-                                      f"one); '{op}' with a Python bool is modelled beside a float tensor or a number only; "
-                                      "compare tensors")
+                                      f"one); '{op}' with a Python bool is modelled beside a float tensor or a number only "
+                                      "(+, - and * beside an int64 or bool tensor too); compare tensors")
         if isinstance(v, (str, dict)) or v is Ellipsis:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
         from adjoint.engine.infinity import Infinite

@@ -457,8 +457,8 @@ class Runtime:
         if integral is not None:   # integer and bool arithmetic (adjoint.engine.int_arith)
             return integral
         raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with no {self.dtype} tensor among its "
-                                "operands: integer and bool arithmetic is not modelled; combine them with a float "
-                                "tensor (x * (x > 0)) or use where(cond, x, 0)")
+                                "operands is not modelled (integer and bool arithmetic is: + - * and unary -, sum, "
+                                "prod); combine them with a float tensor (x * (x > 0)) or use where(cond, x, 0)")
 
     def new_node(self, name: str, edges: list, op, params, ts, loc, seq: int | None = None) -> Node:
         """A node of op ``op``; ``seq``: its sequence_nr when taken before its edges were collected."""
