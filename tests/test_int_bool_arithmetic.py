@@ -42,6 +42,12 @@ OK = [
     "r = torch.add(m, 1, alpha=2)", "r = i.add(m, alpha=2)", "r = m.add(n, alpha=3)", "r = torch.add(i, m, alpha=0)",
     "r = torch.sub(i, j, alpha=-3)", "r = torch.add(i, 2.0, alpha=2)", "r = torch.add(big, big, alpha=2)",
     "r = j.sub(i, alpha=5)",
+    # a Python bool literal beside an int64 or bool tensor: a 0-d bool tensor (m * True is bool)
+    "r = m * True", "r = m + False", "r = True + m", "r = i * False", "r = i + True", "r = (m + True) * n",
+    # integer results used on: an index, a comparison, a view, a reduction, a cast
+    "k = i.clone()\nv = k[0:2]\nv += 1\nr = k", "r = x[i + 1 - i]", "r = (m + n) > 0", "r = (i * 2).float()",
+    "r = (i + j).max()", "r = (i * j)[1]", "r = (i + 1).view(3, 1)", "r = m.sum() / 2", "r = m.prod(0)",
+    "r = (i * j).sum(0, keepdim=True)",
     # comparisons of the float tensor used as numbers
     "r = (x > 1) * 2", "r = (x > 0) + (x < 2)", "r = (x > 0) * (x < 2)", "r = (x > 0) + 1",
     "r = (x > 0) * 5 - (x < 0) * 3", "r = (x >= 1.5) + (x > 1.5) + (x == 3)", "r = (x > 0) * i",
@@ -72,7 +78,7 @@ RAISE = [
     "k = m.clone()\nk += i\nr = k", "k = i.clone()\nk += 0.5\nr = k", "k = i.clone()\nk += x\nr = k",
     "k = i.clone()\nk /= 2\nr = k", "r = torch.add(i, i, alpha=0.5)", "r = torch.add(i, 2, alpha=2.0)",
     "r = torch.sub(m, n, alpha=2)", "r = torch.sub(i, m, alpha=0.5)", "r = torch.add(m, 2, alpha=0.5)",
-    "r = m.add(n, alpha=1.0)", "k = m.clone()\nk *= 2\nr = k", "k = m.clone()\nk.neg_()\nr = k",
+    "r = m.add(n, alpha=1.0)", "r = m - True", "r = False - i", "k = m.clone()\nk *= 2\nr = k", "k = m.clone()\nk.neg_()\nr = k",
 ]
 #: still refused (clear messages): an in-place alpha (2 or 2.0 cannot be told there), int64 floor division,
 #: modulo, power, abs, clamp, maximum
