@@ -158,6 +158,8 @@ def test_float64_refuses_integers_beyond_2_53():
         adjoint.loads(problem("r = i * 9007199254740992")).solve(mode="float64")
     with pytest.raises(ProblemError, match="2\\*\\*53"):
         adjoint.loads(problem("r = i * 3002399751580331 * 3")).solve(mode="float64")   # 3 * that is 2**53 + 1
+    with pytest.raises(ProblemError, match="2\\*\\*53"):   # an operand a double may have rounded, a small result
+        adjoint.loads(problem("r = big - 4611686018427387904")).solve(mode="float64")
     values = _values(problem("r = (i * 1000000 + m) * j"), mode="float64")   # below 2**53: exact doubles
     assert values["r"]["value"] == [-2000002, 0, 21000007] and values["r"]["dtype"] == "int64"
 

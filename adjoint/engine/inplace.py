@@ -242,7 +242,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         values = sequential_operands(rt.B, op, values, params, index, plan[1], target.shape)
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
     if target.dtype in ("int64", "bool") and prim in int_arith.ELEMENTWISE:
-        new_value = int_arith.normalize(rt.B, new_value, target.dtype, loc, f"{prim}_")
+        new_value = int_arith.normalize(rt.B, new_value, target.dtype, loc, f"{prim}_", values)
     write(rt, target, new_value)
     rt.record(prim, ts, [target], params, node, loc, values)
     if node is not None:

@@ -47,16 +47,17 @@ def wrap(v: int) -> int:
     return (v + 2 ** 63) % _INT64 - 2 ** 63
 
 
-def normalize(B, value, dtype: str, loc, what: str):
+def normalize(B, value, dtype: str, loc, what: str, operands=()):
     """``value``, computed as rational arithmetic over the operands' integers, as PyTorch's
     ``dtype`` tensor holds it: a bool is its operands' logical or / and (nonzero is True), an
-    int64 wraps around. ``--float64``: a value at or beyond 2**53 is refused (it may have been
-    rounded); ``--structure``: the value is shapes only and stays as it is."""
+    int64 wraps around. ``--float64``: an operand or a value at or beyond 2**53 is refused (it
+    may have been rounded); ``--structure``: the value is shapes only and stays as it is."""
     if B.name == "structure":
         return value
     ints = B.ints(value)
-    if B.name == "float64" and any(abs(v) >= _EXACT_DOUBLE for v in ints):
-        raise ProblemError(loc, f"{what} gives an integer at or beyond 2**53, which a double may have rounded: "
+    if B.name == "float64" and any(abs(v) >= _EXACT_DOUBLE for x in (value,) + tuple(operands)
+                                   if x is not None for v in B.ints(x)):
+        raise ProblemError(loc, f"{what} computes with an integer at or beyond 2**53, which a double may have rounded: "
                                 "integer arithmetic beyond 2**53 is modelled in the exact mode only (drop --float64)")
     if dtype == "bool":
         out = [int(v != 0) for v in ints]

@@ -377,7 +377,7 @@ class Runtime:
                                         "refuses most other ops on bool); use the bool tensor in where(cond, x, y) "
                                         "or multiply a float tensor by it")
         if promoted in ("int64", "bool") and (op.name in int_arith.ELEMENTWISE or op.name in int_arith.REDUCTIONS):
-            outs_v = [int_arith.normalize(self.B, v, promoted, loc, f"this op ({op.name})") for v in outs_v]
+            outs_v = [int_arith.normalize(self.B, v, promoted, loc, f"this op ({op.name})", values) for v in outs_v]
         outs = []
         for k, (v, shape) in enumerate(zip(outs_v, shapes)):
             dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or complex_dtype or promoted or \
