@@ -145,14 +145,15 @@ def test_a_name_looked_up_first_is_found_in_its_family():
     assert out.stdout.split() == ["prod", "relu", "adjoint.engine.layers.transformer_stack"]
 
 
-#: the create_graph (second-order) engine and the complex backend: a file without second-order
-#: steps or complex tensors never needs them
+#: the create_graph (second-order) engine, the complex backend and the complex functions (``z.real``,
+#: ``view_as_real``, ...): a file without second-order steps or complex tensors never needs them
 SECOND_ORDER_AND_COMPLEX = ("adjoint.engine.second_engine", "adjoint.engine.second_formulas",
                             "adjoint.engine.second_reductions", "adjoint.engine.second_layers",
                             "adjoint.engine.second_pointwise", "adjoint.engine.second_binary",
                             "adjoint.engine.second_products", "adjoint.engine.second_nn",
                             "adjoint.engine.second_group_norm", "adjoint.engine.second_losses",
-                            "adjoint.engine.second_recurrent", "adjoint.values.backends.complex")
+                            "adjoint.engine.second_recurrent", "adjoint.values.backends.complex",
+                            "adjoint.engine.bindings.complexfns")
 
 MODULES_AFTER = """
 import sys
