@@ -143,3 +143,48 @@ def test_a_name_looked_up_first_is_found_in_its_family():
                "print(REGISTRY['prod'].name, METHODS['relu'].name, FORWARDS['TransformerEncoder'].__module__)")
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["prod", "relu", "adjoint.engine.layers.transformer_stack"]
+
+
+#: the create_graph (second-order) engine, the complex backend and the complex functions (``z.real``,
+#: ``view_as_real``, ...): a file without second-order steps or complex tensors never needs them
+SECOND_ORDER_AND_COMPLEX = ("adjoint.engine.second_engine", "adjoint.engine.second_formulas",
+                            "adjoint.engine.second_reductions", "adjoint.engine.second_layers",
+                            "adjoint.engine.second_pointwise", "adjoint.engine.second_binary",
+                            "adjoint.engine.second_products", "adjoint.engine.second_nn",
+                            "adjoint.engine.second_group_norm", "adjoint.engine.second_losses",
+                            "adjoint.engine.second_recurrent", "adjoint.values.backends.complex",
+                            "adjoint.engine.bindings.complexfns")
+
+MODULES_AFTER = """
+import sys
+import adjoint
+pred = adjoint.load(sys.argv[1]).solve()
+pred.to_json()
+print(sorted(m for m in sys.modules if m.startswith("adjoint.")))
+"""
+
+
+def _modules_after(program: str, *args: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, check=True)
+    return eval(out.stdout.strip().splitlines()[-1], {})  # a printed list of strings  # noqa: S307
+
+
+def test_first_order_rational_solve_loads_no_second_order_engine_nor_complex_backend():
+    """Solving a first-order file of real rational tensors (through the API and the CLI) does not
+    import the create_graph engine (adjoint.engine.second_engine and its formula modules) nor the
+    complex value backend."""
+    for loaded in (_modules_after(MODULES_AFTER, "problems/slinear.yaml"),
+                   _modules_after(START, "solve", "problems/slinear.yaml"),
+                   _modules_after(START, "solve", "--json", "problems/mlp_relu.yaml")):
+        assert "adjoint.answer.solve" in loaded   # the program did solve
+        assert [m for m in SECOND_ORDER_AND_COMPLEX if m in loaded] == []
+
+
+def test_second_order_and_complex_files_load_what_they_need():
+    """A create_graph file (a double backward, a gradient penalty's ``x.grad`` root) loads the
+    second-order engine, a file with complex tensors the complex backend, and both solve."""
+    for path, wanted in (("problems/hessian_vector.yaml", "adjoint.engine.second_engine"),
+                         ("problems/gradient_penalty.yaml", "adjoint.engine.second_engine"),
+                         ("problems/complex_layer.yaml", "adjoint.values.backends.complex")):
+        for loaded in (_modules_after(MODULES_AFTER, path), _modules_after(START, "solve", path)):
+            assert wanted in loaded, path

@@ -16,12 +16,12 @@ from contextlib import contextmanager, nullcontext
 from adjoint.values.backends.exact import ExactBackend
 from adjoint.values.backends.float64 import Float64Backend, blas_limited
 from adjoint.values.backends.structure import StructureBackend
-from adjoint.values.backends import complex as complex_values
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import Call
 from adjoint.engine.function_checks import check_functions
 from adjoint.engine.graph import Node, Tensor, Typed
 from adjoint.engine.adjoints import boundaries_of, seen_at
+from adjoint.engine.complex_grad import COMPLEX_DTYPES
 from adjoint.engine.observer import observe, with_observed
 from adjoint.engine.passes import VariantRun, root_name, run_variant
 from adjoint.answer.prediction import RanksPrediction
@@ -31,6 +31,16 @@ from adjoint.format.problem import Problem, Variant
 
 #: answer mode -> value backend class
 MODES = {"exact": ExactBackend, "float64": Float64Backend, "structure": StructureBackend}
+
+
+def with_complex(problem: Problem, backend):
+    """``backend``, extended to complex values when the file declares a complex tensor
+    (:func:`adjoint.values.backends.complex.for_problem`); the complex backend is imported only
+    then, so a file of real tensors never loads it."""
+    if not any(d.dtype in COMPLEX_DTYPES for d in problem.all_tensors()):
+        return backend
+    from adjoint.values.backends import complex as complex_values
+    return complex_values.for_problem(problem, backend)
 
 
 def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = False, mode: str = "exact",
@@ -53,7 +63,7 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
                 backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
             else:
                 backend = MODES[mode](problem.dtype, symbols)
-            return complex_values.for_problem(problem, backend)
+            return with_complex(problem, backend)
         with _cyclic_gc_paused():
             return Prediction(problem, solve_distributed(problem, variant, make_backend, progress), numeric, mode)
     with _cyclic_gc_paused(), (blas_limited() if mode == "float64" else nullcontext()):
@@ -83,7 +93,7 @@ def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = Non
             backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
         else:
             backend = MODES[mode](problem.dtype, symbols)
-        return complex_values.for_problem(problem, backend)
+        return with_complex(problem, backend)
     return assemble(run_variant(problem, variant, make_backend(), progress), progress, make_backend)
 
 

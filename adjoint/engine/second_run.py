@@ -16,6 +16,8 @@ What PyTorch does, in order, when the user's line runs:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.interpreter import EnvScope, Interp
@@ -23,10 +25,13 @@ from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.reverse import BackwardRequest
 from adjoint.engine.runtime import TorchError
 from adjoint.engine.torch_errors import torch_size
-from adjoint.engine.second_engine import SecondEngine, grad_tensor
 from adjoint.engine.hookwrites import has_grad
 from adjoint.engine.complex_grad import is_complex
 from adjoint.format import syntax as S
+
+if TYPE_CHECKING:   # the create_graph engine (adjoint.engine.second_engine and its eleven formula
+    # modules) is imported when a step first runs it: a file without second-order steps never loads it
+    from adjoint.engine.second_engine import SecondEngine
 
 
 class RootInterp(Interp):
@@ -47,6 +52,7 @@ class RootInterp(Interp):
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is not a tensor: it has no .grad")
         if not has_grad(self.rt, t) or t.grad is None:
             return None
+        from adjoint.engine.second_engine import grad_tensor
         t.grad_tensor = grad_tensor(self.rt, t)   # the second engine's, with its graph, while .grad is its value
         return t.grad_tensor
 
@@ -182,6 +188,7 @@ def _tuple_index(items: list, i: int, B) -> int:
 
 
 def second_engine(run, request: BackwardRequest) -> SecondEngine:
+    from adjoint.engine.second_engine import SecondEngine
     sr = request.second
     return SecondEngine(run.rt, run.rt.hooks_runner.fire_values, sr.second, sr.loc, sr.grads, sr.roots)
 

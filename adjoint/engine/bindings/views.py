@@ -29,7 +29,6 @@ from adjoint.engine.ops.views import cat_skipped
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
 from adjoint.engine.bindings.signature import Function, Param, REQUIRED, PARSER_TYPE_ERROR
 from adjoint.engine.pyfloat import is_int
-from adjoint.engine.bindings.complexfns import attribute as complex_attribute
 
 
 def _numel(shape) -> int:
@@ -662,6 +661,7 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
         from adjoint.engine.inference import check_version_read
         check_version_read(x)
         return Fraction(x.version.shown)   # writes through a .data alias are not PyTorch's
+    from adjoint.engine.bindings.complexfns import attribute as complex_attribute   # z.real, z.imag: a complex file's
     return complex_attribute(rt, x, name, loc)
 
 
