@@ -1001,9 +1001,22 @@ class Aliases:
             self.leaf_writes(runner.leaf_changes, hook, runner.grad_sources)   # one: Engine.accumulate)
         writes = runner.writes
         if writes and getattr(self.engine, "create_graph", False):
-            # grad mode is on in a create_graph backward: the write is recorded (a node, a rebase)
-            raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes in place a gradient of a "
-                                         "create_graph backward: not modelled yet (return the new value instead)")
+            # grad mode is on in a create_graph backward, and the hook was handed the engine's own
+            # gradient tensors: the body's in-place op was recorded on them (a node, a version bump,
+            # the tensor rebased onto the new node), and every holder of that tensor holds it
+            # itself, so the written tensor flows on as it is -- nothing to place here
+            if runner.fresh_writes:
+                raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes in place a gradient the "
+                                             "create_graph backward holds as a value, not as a tensor: not modelled "
+                                             "yet (return the new value instead)")
+            for t, o in self.grads.items():
+                if o in writes:   # a leaf's .grad is that tensor (a hook assigned it): it sees the write
+                    t.write_grad(writes[o])
+                elif any(o.storage.root() is w.storage.root() for w in writes):
+                    raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes in place a gradient of "
+                                                 "a create_graph backward that shares memory with a leaf's .grad "
+                                                 "(a view of it was assigned): not modelled yet")
+            return writes
         if writes:
             self.write(writes, hook)
         return writes

@@ -86,6 +86,7 @@ class HookRunner:
         self._leaf_index = None    # (leaf tensors, id -> names): see leaf_args
         self.written_leaves: dict = {}   # name -> leaf Tensor a hook body wrote in place (leaf_values)
         self.writes, self.returned_obj, self.leaf_changes = {}, None, []
+        self.fresh_writes = False   # the last body wrote a tensor made to hold a value (Wrapped.fresh_written)
         self.grad_sources: dict = {}   # leaf -> leaf: .grad assigned another leaf's .grad tensor (LeafGrads.sources)
 
     def wrap(self, v):
@@ -163,6 +164,7 @@ class HookRunner:
         if unknown and rt.phase == "backward":
             raise ProblemError(hook.loc, unplaced(hook))
         self.writes = writes
+        self.fresh_writes = wrapped.fresh_written()
         self.leaf_changes = grads.settle()
         self.grad_sources = grads.sources
         wrote_handed = [name for name, t, version in handed
@@ -284,21 +286,10 @@ class HookRunner:
     def fire_post_accumulate(self, hook, t: Tensor, node) -> None:
         """``register_post_accumulate_grad_hook``: handed the leaf itself (the log shows its
         ``.grad``); anything returned but the tensor itself makes PyTorch raise."""
-        if self.rt.creating_graph and (hook.does or hook.returns is not None):
-            # the engine runs it with grad mode on, and .grad has a graph of its own: its body's ops on
-            # tensor.grad would be recorded, which is not modelled (observing it is)
-            raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' has a body and runs in a "
-                                         "create_graph backward, where its ops on tensor.grad are recorded: not "
-                                         "modelled yet; run that backward without create_graph, or observe only")
-        held = getattr(t, "grad_tensor", None)   # a .grad with a graph, made by a create_graph backward
-        if (hook.does or hook.returns is not None) and held is not None and held.value is t.grad \
-                and held.grad_fn is not None:
-            raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' has a body and the .grad of "
-                                         f"{t.name or 'its tensor'} has a graph (a create_graph backward made it): "
-                                         "a write to it keeps that graph, which is not modelled yet; observe only, "
-                                         "or zero_grad before this backward")
         before = self.rt.grad_enabled
-        self.rt.grad_enabled = False
+        # the engine's GradMode: on in a create_graph backward, where the body's ops on tensor.grad (the
+        # tensor AccumulateGrad made, with its graph: LeafGrads.read) are recorded
+        self.rt.grad_enabled = bool(self.rt.creating_graph)
         try:
             returned = self.fire(hook, {"tensor": t}, node, None, shown={"tensor": t.grad})
         finally:

@@ -8,6 +8,10 @@ read through the other), remembering each one's version; :func:`writes_of` then 
 them the body wrote (their version moved: ``grad.mul_(2)``, ``grad *= 2``,
 ``grad_input[0][0] = 0`` through a view) and their new values, for the engine to hand on.
 
+In a create_graph backward the engine hands its gradient tensors themselves, with their graphs,
+and a body's write is recorded on them (:meth:`Wrapped.fresh_written` says when one was not);
+``LEAF.grad`` read there is the tensor AccumulateGrad made, graph and all.
+
 :class:`HookInterp` adds what only hook bodies have: ``t.grad`` of a leaf (read, written in
 place, assigned: ``tensor.grad = None``), as PyTorch's ``post_accumulate_grad`` hooks use it.
 """
@@ -35,6 +39,7 @@ class Wrapped:
     def __init__(self):
         self.by_obj: dict = {}     # id(GradObj) -> Tensor
         self.entries: list = []    # (Tensor, GradObj | None, version when handed)
+        self.fresh: set = set()    # id of each Tensor made here to hold a value (not the engine's own tensor)
 
     def tensor(self, rt, value, obj):
         if obj is not None and id(obj) in self.by_obj:
@@ -45,6 +50,7 @@ class Wrapped:
             self.by_obj[id(obj)] = t
             return t
         t = rt.tensor(value)
+        self.fresh.add(id(t))
         if obj is not None and obj.strides is not None:
             t.strides = obj.strides          # an expanded gradient: writing it in place raises, as in PyTorch
         elif obj is not None and obj.layout is not None and len(obj.layout) == len(t.shape):
@@ -73,6 +79,11 @@ class Wrapped:
     def handed(self, t) -> bool:
         """Whether ``t`` is one of the tensors the hook was handed, or a view or detach() of one."""
         return any(e is t or (t.base is not None and e is t.base) for e, _obj, _v in self.entries)
+
+    def fresh_written(self) -> bool:
+        """Whether the body wrote in place a tensor made here to hold a value the engine held as a
+        value, not as a tensor (a create_graph backward hands its gradients as tensors themselves)."""
+        return any(id(t) in self.fresh and t.version.value != version for t, _obj, version in self.entries)
 
     def writes(self, B) -> tuple[dict, bool]:
         """(GradObj -> new value for every argument written in place, whether an argument with
@@ -248,6 +259,15 @@ class LeafGrads:
         held = self.read_tensors.get(leaf)
         if held is not None and held[2] is leaf.grad:
             return held[0]
+        graph = getattr(leaf, "grad_tensor", None)
+        if graph is not None and graph.value is leaf.grad:
+            # a .grad a create_graph backward made is that tensor, with its graph (CopyBackwards,
+            # AddBackward0): in a create_graph backward what the body computes from it is recorded
+            # through that graph, and a write into it rebases that very tensor; with grad mode off a
+            # write moves its version and keeps its grad_fn (a later root reading .grad
+            # differentiates through it)
+            self.read_tensors[leaf] = (graph, graph.version.value, leaf.grad)
+            return graph
         t = rt.tensor(leaf.grad, dtype=leaf.dtype)
         self.read_tensors[leaf] = (t, t.version.value, leaf.grad)
         return t
@@ -279,6 +299,11 @@ class LeafGrads:
                 raise ProblemError(loc, "assigning a view of another leaf's .grad to .grad (the two then share part "
                                         "of their memory) is not modelled yet; assign its .clone(), or that .grad "
                                         "itself")
+            if source is not None and source is not leaf and rt is not None and \
+                    (rt.creating_graph or getattr(source, "grad_tensor", None) is root):
+                raise ProblemError(loc, "assigning another leaf's .grad to .grad in a create_graph backward, or a "
+                                        ".grad a create_graph backward made (the two leaves then share one tensor "
+                                        "with a graph) is not modelled yet; assign its .clone()")
             engine = self.wrapped.obj_of(value) if self.wrapped is not None and source is None else None
             if engine is None and source is None and value.strides and \
                     any(st == 0 and d > 1 for d, st in zip(value.shape, value.strides)):
@@ -294,6 +319,11 @@ class LeafGrads:
             self.sources.pop(leaf, None)
             self.read_tensors.pop(leaf, None)
         leaf.grad = None if value is None else value.value
+        if value is not None and rt is not None and (rt.creating_graph or value.requires_grad):
+            # .grad is the tensor assigned, its graph with it (one the body recorded in a create_graph
+            # backward, or another .grad a create_graph backward made): what a later root reading .grad
+            # differentiates through (adjoint.engine.second_engine.grad_tensor)
+            leaf.grad_tensor = value
         source = self.sources.get(leaf)
         if isinstance(source, Tensor):   # another leaf's .grad: the tensor that one is
             leaf.grad_alias = source.grad_alias

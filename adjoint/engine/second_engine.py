@@ -11,8 +11,10 @@
   backward formula as recorded ops (adjoint.engine.second_formulas), two gradients reaching one slot
   are summed by a recorded ``add`` (InputBuffer::accumulate under grad mode), ``validate_outputs``
   sums broadcast gradients with recorded ``sum``/``view``, hooks run with grad mode on (what they
-  return is part of the graph), and ``.grad`` is replaced out of place (a first gradient is copied
-  into a new tensor: ``CopyBackwards``; a later one is added: ``AddBackward0``).
+  return is part of the graph; what they write in place is recorded on the gradient tensor
+  itself, which flows on: adjoint.engine.gradalias.Aliases.after_hook), and ``.grad`` is replaced
+  out of place (a first gradient is copied into a new tensor: ``CopyBackwards``, at version 1; a
+  later one is added: ``AddBackward0``).
 """
 
 from __future__ import annotations
@@ -335,6 +337,7 @@ class SecondEngine(Engine):
         mode: a ``CopyBackwards`` node when the gradient requires grad."""
         rt = self.rt
         dst = rt.tensor(grad.value)
+        dst.version.value = 1   # the copy_ into the new tensor: .grad._version is 1 (probed on 2.13)
         if not grad.requires_grad:
             return dst
         from adjoint.engine.ops import REGISTRY
@@ -342,4 +345,6 @@ class SecondEngine(Engine):
                            (dst, grad), self.loc)
         node.outputs = [(dst.shape, dst.dtype)]
         node.output_values = [dst.value]
-        return rt.tensor(grad.value, True, node, 0, dtype=grad.dtype)
+        out = rt.tensor(grad.value, True, node, 0, dtype=grad.dtype)
+        out.version.value = 1
+        return out
