@@ -355,11 +355,19 @@ def _negative_zeros(texts: list[str], values: list[Element], start: int, neg: li
     """Append to ``neg`` the positions (from ``start``) of the zeros written as a negative float:
     ``-0.0``, ``-.0``, ``-0e0`` are Python's -0.0, which ``torch.tensor`` keeps; ``-0`` and
     ``-0x0`` are the int 0, and a fraction ``-0/1`` is 0 too."""
-    for i, text in enumerate(texts):
-        t = text.strip()
-        if t[:2] in ("-0", "-.") and any(c in t for c in ".eE") and _DECIMAL.fullmatch(t) \
-                and type(values[i]) is Fraction and not values[i]:
-            neg.append(start + i)
+    zeros = {text for text in set(texts) if _negative_zero_text(text)}   # a row repeats its few texts
+    if zeros:
+        neg.extend(start + i for i, text in enumerate(texts)
+                   if text in zeros and type(values[i]) is Fraction and not values[i])
+
+
+def _negative_zero_text(text: str) -> bool:
+    """``text`` is a zero written as a negative decimal with a point or an exponent (``-0.0``, ``-.0e3``)."""
+    t = text.strip()
+    if t[:2] not in ("-0", "-.") or not any(c in t for c in ".eE"):
+        return False
+    m = _DECIMAL.fullmatch(t)
+    return m is not None and not any(c not in "0" for c in "".join(g or "" for g in m.group(2, 3, 4)))
 
 
 def _number_row(texts: list[str], kinds: list[str]) -> list[Fraction] | None:
