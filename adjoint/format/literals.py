@@ -364,10 +364,10 @@ def _negative_zeros(texts: list[str], values: list[Element], start: int, neg: li
 def _negative_zero_text(text: str) -> bool:
     """``text`` is a zero written as a negative decimal with a point or an exponent (``-0.0``, ``-.0e3``)."""
     t = text.strip()
-    if t[:2] not in ("-0", "-.") or not any(c in t for c in ".eE"):
-        return False
-    m = _DECIMAL.fullmatch(t)
-    return m is not None and not any(c not in "0" for c in "".join(g or "" for g in m.group(2, 3, 4)))
+    if t[:2] not in ("-0", "-.") or t.partition("e")[0].partition("E")[0].strip("-.0") \
+            or not any(c in t for c in ".eE"):
+        return False   # (a digit other than 0 before the exponent: not a zero)
+    return _DECIMAL.fullmatch(t) is not None
 
 
 def _number_row(texts: list[str], kinds: list[str]) -> list[Fraction] | None:
