@@ -22,18 +22,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.values.strides import is_contiguous, view_strides
-from adjoint.engine.second_formulas import NotModelled
-
-
-def _reshape(rt, t, shape: tuple, loc):
-    """at::reshape: a view of a contiguous tensor, ``_reshape_alias`` when the strides allow one, else
-    ``clone`` then ``_unsafe_view``."""
-    if is_contiguous(t.shape, t.strides):
-        return rt.apply("view", [t], tuple(shape), loc)
-    if view_strides(t.shape, t.strides, tuple(shape)) is not None:
-        return rt.apply("reshape_alias", [t], tuple(shape), loc)
-    return rt.apply("unsafe_view", [rt.apply("clone", [t], None, loc)], tuple(shape), loc)
+from adjoint.engine.second_formulas import NotModelled, reshape as _reshape
 
 
 def permuted(t) -> bool:
