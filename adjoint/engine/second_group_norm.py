@@ -69,11 +69,6 @@ def _group_norm(rt, node, grads, saved, need):
     rstd_t = _reshape(rt, saved["result2"], stats, loc)
     ds = db = dy_t = None
     if dY is not None:
-        if permuted(dY):
-            # a gradient in another dim order (a transpose's backward): torch 2.13 lays some out otherwise (a product
-            # that followed its operand's strides is contiguous again there) and its dY.reshape then differs (view,
-            # not _reshape_alias): not checked, refused, never guessed
-            raise NotModelled("NativeGroupNormBackward0 of a gradient in another dim order")
         dy_t = _reshape(rt, dY, (n, groups, d, hxw), loc)
         ds = _sum_unsqueezed(rt, mul(dy_t, x_t), 3, loc)
         db = _sum_unsqueezed(rt, dy_t, 3, loc)
