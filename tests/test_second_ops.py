@@ -396,6 +396,11 @@ THIRD_CASES = [  # a third backward through the backward kernels the second one 
     ("F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))",
      lambda h, b: F.adaptive_max_pool3d(h.reshape(1, 1, 2, 3), (1, 2, 2))),
     ("F.max_pool2d(h.reshape(1, 2, 3), 2, 1, 1)", lambda h, b: F.max_pool2d(h.reshape(1, 2, 3), 2, 1, 1)),
+    # a gradient in another dim order (cloned by grad.contiguous(): CloneBackward0)
+    ("F.max_pool2d(h.reshape(1, 1, 2, 3).transpose(2, 3), 2, stride=1)",
+     lambda h, b: F.max_pool2d(h.reshape(1, 1, 2, 3).transpose(2, 3), 2, stride=1)),
+    ("F.max_pool2d(h.reshape(1, 1, 2, 3).transpose(2, 3) * 2, 2, stride=1).transpose(2, 3)",
+     lambda h, b: F.max_pool2d(h.reshape(1, 1, 2, 3).transpose(2, 3) * 2, 2, stride=1).transpose(2, 3)),
 ]
 
 

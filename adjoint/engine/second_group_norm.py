@@ -22,14 +22,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.engine.second_formulas import NotModelled, reshape as _reshape
-
-
-def permuted(t) -> bool:
-    """Whether ``t``'s strides are not in decreasing order over its dims of more than one element (an expanded
-    dim, stride 0, aside)."""
-    strides = [st for n, st in zip(t.shape, t.strides) if n > 1 and st != 0]
-    return any(a < b for a, b in zip(strides, strides[1:]))
+from adjoint.engine.second_formulas import reshape as _reshape
 
 
 def _sum_unsqueezed(rt, t, dim: int, loc):
