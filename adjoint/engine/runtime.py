@@ -389,7 +389,7 @@ class Runtime:
             t.version.value = op.result_version
             if op.view:
                 self.make_view(t, ts[0], opname, params, k, loc)
-            elif op.elementwise and not op.contiguous_result:
+            elif (op.elementwise or op.iterator_layout) and not op.contiguous_result:
                 # TensorIterator lays the result out in the operands' memory order (a permuted
                 # input gives a permuted result); where's operands are (condition, self, other)
                 operands = [ts[2], ts[0], ts[1]] if opname == "where" else ts

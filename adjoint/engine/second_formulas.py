@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from adjoint.engine.ops.activations import _bounds, _closed_interval, compare_forward
 from adjoint.engine.ops.views import split_sizes
+from adjoint.values.strides import is_contiguous, view_strides
 
 
 def _mul(rt, node, grads, saved, need):
@@ -657,10 +658,23 @@ def _mse_loss(rt, node, grads, saved, need):
     return [a, b]
 
 
+def reshape(rt, t, shape: tuple, loc):
+    """at::reshape as a backward formula calls it (``grad.reshape(self.sizes())``): the node it records
+    depends on the tensor's strides, as ATen decides -- ``view`` (ViewBackward0) of a contiguous tensor,
+    a new one even when the sizes are its own; ``_reshape_alias`` (ReshapeAliasBackward0) when
+    computeStride finds strides for the new shape; else ``clone`` (contiguous) then ``_unsafe_view``
+    (CloneBackward0, UnsafeViewBackward0). Every formula that reshapes calls this one."""
+    if is_contiguous(t.shape, t.strides):
+        return rt.apply("view", [t], tuple(shape), loc)
+    if view_strides(tuple(t.shape), tuple(t.strides), tuple(shape)) is not None:
+        return rt.apply("reshape_alias", [t], tuple(shape), loc)
+    return rt.apply("unsafe_view", [rt.apply("clone", [t], None, loc)], tuple(shape), loc)
+
+
 def _view(rt, node, grads, saved, need):
-    # ViewBackward0: grad.reshape(self.sizes()) -- a view of a contiguous gradient, a new ViewBackward0 even when
-    # the sizes are the gradient's own (x.view(x.shape), instance_norm's views: torch 2.13 records it)
-    return [rt.apply("view", [grads[0]], tuple(node.inputs[0].shape), node.loc)]
+    # ViewBackward0 / UnsafeViewBackward0 / ReshapeAliasBackward0: grad.reshape(self.sizes()) (a ViewBackward0
+    # even when the sizes are the gradient's own: x.view(x.shape), instance_norm's views)
+    return [reshape(rt, grads[0], tuple(node.inputs[0].shape), node.loc)]
 
 
 def _expand(rt, node, grads, saved, need):
@@ -858,7 +872,7 @@ def _gather(rt, node, grads, saved, need):
 def _repeat(rt, node, grads, saved, need):
     # RepeatBackward0: repeat_backward(grad, repeats, input_shape): zeros (no node) for a zero repeat;
     # grad.sum(0) per leading dim repeat added (SumBackward1 each); then, where a repeat is not 1,
-    # grad.reshape(repeat, size, ...) (ViewBackward0: splitting dims is always a view) and one
+    # grad.reshape(repeat, size, ...) (at::reshape: by the gradient's strides) and one
     # grad.sum(those dims) (SumBackward1)
     reps, g = tuple(node.params), grads[0]
     shape = tuple(node.inputs[0].shape)
@@ -875,9 +889,7 @@ def _repeat(rt, node, grads, saved, need):
         sizes.append(n)
     if not dims:
         return [g]
-    if not _contiguous(g):
-        raise NotModelled("RepeatBackward0 of a gradient that is not contiguous")
-    g = rt.apply("view", [g], tuple(sizes), node.loc)
+    g = reshape(rt, g, tuple(sizes), node.loc)
     return [rt.apply("sum_dim", [g], (tuple(dims), False), node.loc)]
 
 

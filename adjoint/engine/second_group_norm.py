@@ -22,25 +22,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.values.strides import is_contiguous, view_strides
-from adjoint.engine.second_formulas import NotModelled
-
-
-def _reshape(rt, t, shape: tuple, loc):
-    """at::reshape: a view of a contiguous tensor, ``_reshape_alias`` when the strides allow one, else
-    ``clone`` then ``_unsafe_view``."""
-    if is_contiguous(t.shape, t.strides):
-        return rt.apply("view", [t], tuple(shape), loc)
-    if view_strides(t.shape, t.strides, tuple(shape)) is not None:
-        return rt.apply("reshape_alias", [t], tuple(shape), loc)
-    return rt.apply("unsafe_view", [rt.apply("clone", [t], None, loc)], tuple(shape), loc)
-
-
-def permuted(t) -> bool:
-    """Whether ``t``'s strides are not in decreasing order over its dims of more than one element (an expanded
-    dim, stride 0, aside)."""
-    strides = [st for n, st in zip(t.shape, t.strides) if n > 1 and st != 0]
-    return any(a < b for a, b in zip(strides, strides[1:]))
+from adjoint.engine.second_formulas import reshape as _reshape
 
 
 def _sum_unsqueezed(rt, t, dim: int, loc):
@@ -80,11 +62,6 @@ def _group_norm(rt, node, grads, saved, need):
     rstd_t = _reshape(rt, saved["result2"], stats, loc)
     ds = db = dy_t = None
     if dY is not None:
-        if permuted(dY):
-            # a gradient in another dim order (a transpose's backward): torch 2.13 lays some out otherwise (a product
-            # that followed its operand's strides is contiguous again there) and its dY.reshape then differs (view,
-            # not _reshape_alias): not checked, refused, never guessed
-            raise NotModelled("NativeGroupNormBackward0 of a gradient in another dim order")
         dy_t = _reshape(rt, dY, (n, groups, d, hxw), loc)
         ds = _sum_unsqueezed(rt, mul(dy_t, x_t), 3, loc)
         db = _sum_unsqueezed(rt, dy_t, 3, loc)

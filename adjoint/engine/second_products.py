@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.second_formulas import reshape
+
 
 def _maybe_multiply(rt, t, s, loc):
     """maybe_multiply(t, s): t when s is 1, else t * s (MulBackward1)."""
@@ -23,8 +25,9 @@ def _maybe_multiply(rt, t, s, loc):
 
 
 def _ger(rt, g, vec, loc):
-    """grad.ger(vec) = outer: grad.reshape({n, 1}) * vec (ViewBackward0, MulBackward0)."""
-    column = rt.apply("view", [g], (tuple(g.shape)[0], 1), loc)
+    """grad.ger(vec) = outer: grad.reshape({n, 1}) * vec (at::reshape by the gradient's strides: ViewBackward0
+    of a contiguous one; MulBackward0)."""
+    column = reshape(rt, g, (tuple(g.shape)[0], 1), loc)
     return rt.apply("mul", [column, vec], None, loc)
 
 

@@ -16,7 +16,7 @@ import math
 from fractions import Fraction
 
 from adjoint.engine.ops.activations import compare_forward
-from adjoint.engine.second_formulas import NotModelled, _dims
+from adjoint.engine.second_formulas import NotModelled, _dims, reshape
 
 
 def _double(x: float) -> Fraction:
@@ -89,12 +89,13 @@ def _std(rt, node, grads, saved, need):
 
 def _restore(rt, t, shape, dims, keepdim, loc):
     """restore_reduced_dims(output, dims, keepdim): output.reshape(the reduced dims back as 1s)
-    without keepdim (a view: ViewBackward0, also for dims=[], a reshape to the same shape)."""
+    without keepdim (at::reshape by the strides: ViewBackward0 of a contiguous one, also for dims=[], a reshape
+    to the same shape)."""
     if keepdim:
         return t
     target = tuple(t.shape) if not dims else tuple(1 if i in _dims(dims, len(shape)) else n
                                                     for i, n in enumerate(shape))
-    return rt.apply("view", [t], target, loc)
+    return reshape(rt, t, target, loc)
 
 
 def _amax(rt, node, grads, saved, need):

@@ -47,11 +47,9 @@ def _causal_mask(rt, lq: int, lk: int, dtype: str) -> Tensor:
 
 def _mul_scalar(rt, x: Tensor, s: Fraction, loc: Loc) -> Tensor:
     """``x * s`` with a C++ double (mul.Scalar, ``MulBackward1``), laid out as TensorIterator lays it
-    (a transposed key stays transposed, so the matmul then reshapes it with ``_reshape_alias``)."""
-    from adjoint.values.strides import iterator_strides
-    out = rt.apply("mul_scalar", [x], s, loc)
-    out.strides = iterator_strides([(x.shape, x.strides)], out.shape)
-    return out
+    (a transposed key stays transposed, so the matmul then reshapes it with ``_reshape_alias``: the op's
+    ``iterator_layout``)."""
+    return rt.apply("mul_scalar", [x], s, loc)
 
 
 GQA_HEADS = "Number of heads in key and value must divide the number of heads in "   # sic: PyTorch 2.13's words

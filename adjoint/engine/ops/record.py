@@ -102,6 +102,9 @@ class Op:
     view: bool = False               # the outputs are views of input 0 (share its storage and version)
     elementwise: bool = False        # computed by a TensorIterator: the result's strides follow the
                                      # operands' memory order (adjoint.values.strides.iterator_strides)
+    iterator_layout: bool = False    # not elementwise for dtypes, but run by a TensorIterator whose result keeps the
+                                     # operand's memory order (mul/add/div by a number: a transposed tensor
+                                     # times 2 stays transposed); decides the strides only
     contiguous_result: bool = False  # elementwise, but the kernel allocates its result contiguous whatever
                                      # the operands' layout (pow(Scalar, Tensor): its meta function passes no
                                      # strides to set_output_raw_strided)
