@@ -79,9 +79,10 @@ def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc, types: dict 
         raise ProblemError(loc, f"{name}(..., alpha=...) takes a real number here")
     types = types or {}
     tensors = [t for t in operands if isinstance(t, Tensor)]
+    integral = bool(tensors) and all(t.dtype in ("int64", "bool") for t in tensors)
     float_other = isinstance(other, Fraction) and (other.denominator != 1 or isinstance(other, PyFloat)
                                                    or types.get("other") == "float")
-    if tensors and all(t.dtype in ("int64", "bool") for t in tensors) and not float_other:
+    if integral and not float_other:
         # an integral result (adjoint.engine.int_arith): alpha's own checks and cast
         return int_arith.scaled_by_alpha(rt, name, x, other, alpha, types.get("alpha"), loc)
     if alpha == 1:   # (alpha=1.0 written as a float, beside a float operand: the plain op)
@@ -92,7 +93,6 @@ def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc, types: dict 
                                 f"{alpha} * y (with grad mode off, as in a hook body, alpha is modelled)")
     if isinstance(other, Tensor):
         return rt.apply("mul", [other, alpha], None, loc)
-    integral = tensors and all(t.dtype in ("int64", "bool") for t in tensors)
     return PyFloat(other * alpha) if float_other and integral else other * alpha   # (i + 2.0 * 2: float32)
 
 
